@@ -1,0 +1,141 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Nezha: build the module, the library, the tools and the tests.
+#
+#   make              module + libnezha + tools + tests
+#   make check        set-up, build, every test (host unit tests + guests)
+#   make check-quick  host unit tests and one guest suite
+#   make demo         boot emulated nodes and show Nezha at work
+#   make install      modules_install, library, headers, tools
+#
+# KVER/KDIR choose the kernel to build against (default: the newest
+# installed Debian kernel that has headers; never `uname -r`).
+
+VERSION    := 0.1.0
+KVER       ?= $(shell scripts/kver.sh 2>/dev/null)
+KDIR       ?= /lib/modules/$(KVER)/build
+B          := build
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCDIR     ?= $(PREFIX)/include
+BINDIR     ?= $(PREFIX)/bin
+DESTDIR    ?=
+SOMAJOR    := 0
+
+CC         ?= cc
+CFLAGS     ?= -O2 -g
+WFLAGS     := -Wall -Wextra -Werror
+UCFLAGS     = -std=c11 -D_GNU_SOURCE $(WFLAGS) $(CFLAGS) -Iuapi \
+	      -Ilibnezha-user/include -Ilibnezha-user \
+	      -DNZ_LIB_VERSION=\"$(VERSION)\"
+# Host builds of the module's pure-C files (wire codec, scheduler, ...):
+# kmod/ comes last so that its nezha.h never shadows the public one.
+UNIT_CFLAGS = -std=gnu11 -D_GNU_SOURCE $(WFLAGS) $(CFLAGS) -Iuapi \
+	      -Ilibnezha-user/include -Ilibnezha-user -Iselftests -idirafter kmod \
+	      -DNZ_LIB_VERSION=\"$(VERSION)\"
+
+LIB_SRCS   := $(wildcard libnezha-user/*.c)
+LIB_OBJS   := $(LIB_SRCS:libnezha-user/%.c=$(B)/lib/%.o)
+LIB_SO     := $(B)/lib/libnezha.so.$(VERSION)
+LIB_A      := $(B)/lib/libnezha.a
+LIB_LDLIBS := -luring -lm
+
+CTL_SRCS   := tools/nezhactl.c tools/nl.c $(wildcard tools/cmd_*.c)
+TOOLS      := $(B)/tools/nezhactl $(B)/tools/nezha-bench
+
+# Host unit tests: test_X.c links the pure-C module files it names in
+# selftests/unit/deps.mk, or the library.
+UNIT_SRCS  := $(wildcard selftests/unit/test_*.c)
+UNIT_BINS  := $(UNIT_SRCS:selftests/unit/%.c=$(B)/unit/%)
+GUEST_SRCS := $(wildcard selftests/guest/*.c)
+GUEST_BINS := $(GUEST_SRCS:selftests/guest/%.c=$(B)/guest/%)
+
+.PHONY: all module lib tools tests check check-quick demo setup install \
+	lint checkpatch sparse clean bench-nop
+
+all: module lib tools tests
+
+setup:
+	@scripts/setup.sh
+
+module:
+	@test -d "$(KDIR)" || { echo "no kernel headers at '$(KDIR)' (KVER='$(KVER)'): run scripts/setup.sh" >&2; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+lib: $(LIB_SO) $(LIB_A) $(B)/lib/nezha.pc
+
+$(B)/lib/%.o: libnezha-user/%.c $(wildcard libnezha-user/include/*.h libnezha-user/*.h) uapi/linux/nezha.h
+	@mkdir -p $(@D)
+	$(CC) $(UCFLAGS) -fPIC -fvisibility=default -c $< -o $@
+
+$(LIB_SO): $(LIB_OBJS) libnezha-user/libnezha.map
+	$(CC) -shared -Wl,-soname,libnezha.so.$(SOMAJOR) \
+		-Wl,--version-script=libnezha-user/libnezha.map -o $@ $(LIB_OBJS) $(LIB_LDLIBS)
+	ln -sf libnezha.so.$(VERSION) $(B)/lib/libnezha.so.$(SOMAJOR)
+	ln -sf libnezha.so.$(SOMAJOR) $(B)/lib/libnezha.so
+
+$(LIB_A): $(LIB_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+$(B)/lib/nezha.pc: libnezha-user/nezha.pc.in Makefile
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCDIR@|$(INCDIR)|; s|@VERSION@|$(VERSION)|' $< > $@
+
+tools: $(TOOLS)
+
+$(B)/tools/nezhactl: $(CTL_SRCS) tools/nezhactl.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(UCFLAGS) -o $@ $(CTL_SRCS) $(LIB_A) -lmnl $(LIB_LDLIBS)
+
+$(B)/tools/nezha-bench: tools/nezha-bench.c $(wildcard tools/bench_*.c) $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(UCFLAGS) -o $@ tools/nezha-bench.c $(wildcard tools/bench_*.c) $(LIB_A) $(LIB_LDLIBS)
+
+tests: $(UNIT_BINS) $(GUEST_BINS)
+
+-include selftests/unit/deps.mk
+
+$(B)/unit/%: selftests/unit/%.c $(LIB_A) $(wildcard kmod/*.h selftests/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_DEPS_$*) $(LIB_A) $(LIB_LDLIBS)
+
+$(B)/guest/%: selftests/guest/%.c $(LIB_A) selftests/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(UCFLAGS) -Iselftests -o $@ $< $(LIB_A) $(LIB_LDLIBS)
+
+check: setup
+	$(MAKE) all
+	selftests/run.sh
+
+check-quick: all
+	selftests/run.sh --quick
+
+demo: setup
+	$(MAKE) all
+	scripts/demo.sh
+
+bench-nop: all
+	selftests/qemu/vm.sh -n 1 -r 1 -t 600 selftests/guest/bench_nop.sh
+
+# Style and static checks of the kernel code (also run by `make check`).
+lint: checkpatch sparse
+checkpatch:
+	scripts/checkpatch.sh
+sparse:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 C=2 modules
+
+install: all
+	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR) modules_install
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/nezha/linux $(DESTDIR)$(BINDIR)
+	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
+	ln -sf libnezha.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnezha.so.$(SOMAJOR)
+	ln -sf libnezha.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libnezha.so
+	install -m 0644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
+	install -m 0644 $(B)/lib/nezha.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 0644 libnezha-user/include/*.h $(DESTDIR)$(INCDIR)/nezha/
+	install -m 0644 uapi/linux/nezha.h uapi/linux/nezha_netlink.h $(DESTDIR)$(INCDIR)/nezha/linux/
+	install -m 0755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+
+clean:
+	-$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null
+	rm -rf $(B)

@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /dev/nezha: file operations and the io_uring command path.
+ *
+ * Every command arrives as an IORING_OP_URING_CMD SQE128.  The handler copies
+ * the 80-byte payload once, validates it against the opcode table (allowed
+ * flags, reserved fields, bytes of the payload union the opcode does not
+ * use), then calls the opcode's issue function.  The handler itself always
+ * returns -EIOCBQUEUED and posts every result through io_uring_cmd_done(),
+ * so no result value (an injected -EAGAIN included) is ever mistaken by
+ * io_uring for a request to retry.
+ */
+#include <linux/module.h>
+#include <linux/miscdevice.h>
+#include <linux/fs.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/io_uring.h>
+#include <linux/nospec.h>
+#include "nezha.h"
+
+static ushort dev_mode = 0660;
+module_param(dev_mode, ushort, 0444);
+MODULE_PARM_DESC(dev_mode, "permission bits of /dev/nezha (default 0660)");
+
+struct nz_cmd_def {
+	const char *name;
+	u32 flags;		/* NZ_*_F_* flags the opcode accepts */
+	u8 payload;		/* bytes of the nz_sqe union it reads */
+	bool comm;		/* needs a communicator */
+	bool fixed;		/* accepts IORING_URING_CMD_FIXED */
+	int (*issue)(struct nz_file *f, struct io_uring_cmd *cmd,
+		     const struct nz_sqe *sqe, unsigned int issue_flags);
+};
+
+static int nz_cmd_nop(struct nz_file *f, struct io_uring_cmd *cmd,
+		      const struct nz_sqe *sqe, unsigned int issue_flags);
+static int nz_cmd_version(struct nz_file *f, struct io_uring_cmd *cmd,
+			  const struct nz_sqe *sqe, unsigned int issue_flags);
+
+static const struct nz_cmd_def nz_cmd_defs[__NZ_CMD_MAX] = {
+	[NZ_CMD_NOP] = {
+		.name = "nop",
+		.flags = NZ_NOP_FLAGS,
+		.payload = sizeof(struct nz_sqe_nop),
+		.issue = nz_cmd_nop,
+	},
+	[NZ_CMD_VERSION] = {
+		.name = "version",
+		.payload = sizeof(struct nz_sqe_version),
+		.issue = nz_cmd_version,
+	},
+};
+
+static struct nz_req *nz_cmd_req(struct io_uring_cmd *cmd)
+{
+	return *(struct nz_req **)cmd->pdu;
+}
+
+static void nz_post(struct io_uring_cmd *cmd, s32 res, u64 res2,
+		    unsigned int issue_flags)
+{
+	if (res >= 0)
+		atomic64_inc(&nz_stats.cmds_completed);
+	else
+		atomic64_inc(&nz_stats.cmds_failed);
+	if (res == -ECANCELED)
+		atomic64_inc(&nz_stats.cmds_cancelled);
+	io_uring_cmd_done(cmd, res, res2, issue_flags);
+}
+
+static struct nz_req *nz_req_alloc(struct nz_file *f, struct io_uring_cmd *cmd)
+{
+	struct nz_req *req = kzalloc(sizeof(*req), GFP_KERNEL);
+
+	if (!req)
+		return NULL;
+	req->cmd = cmd;
+	req->file = f;
+	*(struct nz_req **)cmd->pdu = req;
+	return req;
+}
+
+/* Queue req on its file; fails with -ECANCELED once the file is dying. */
+static int nz_req_queue(struct nz_req *req)
+{
+	struct nz_file *f = req->file;
+	int ret = 0;
+
+	spin_lock_bh(&f->lock);
+	if (f->dying)
+		ret = -ECANCELED;
+	else
+		list_add_tail(&req->node, &f->pending);
+	spin_unlock_bh(&f->lock);
+	if (!ret)
+		atomic_inc(&nz_stats.inflight);
+	return ret;
+}
+
+static void nz_req_task_cb(struct io_uring_cmd *cmd, unsigned int issue_flags)
+{
+	struct nz_req *req = nz_cmd_req(cmd);
+	s32 res = req->result;
+	u64 res2 = req->res2;
+
+	kfree(req);
+	nz_post(cmd, res, res2, issue_flags);
+}
+
+/*
+ * Complete an asynchronous command from any context.  The caller must own
+ * req, that is have removed it from its file's pending list, or be the one
+ * that would.
+ */
+void nz_req_complete(struct nz_req *req, s32 result, u64 res2)
+{
+	struct nz_file *f = req->file;
+
+	spin_lock_bh(&f->lock);
+	list_del_init(&req->node);
+	spin_unlock_bh(&f->lock);
+	atomic_dec(&nz_stats.inflight);
+
+	req->result = result;
+	req->res2 = res2;
+	io_uring_cmd_complete_in_task(req->cmd, nz_req_task_cb);
+}
+
+static void nz_nop_expired(struct work_struct *work)
+{
+	struct nz_req *req = container_of(to_delayed_work(work),
+					  struct nz_req, dwork);
+
+	nz_req_complete(req, req->result, req->res2);
+}
+
+static int nz_cmd_nop(struct nz_file *f, struct io_uring_cmd *cmd,
+		      const struct nz_sqe *sqe, unsigned int issue_flags)
+{
+	const struct nz_sqe_nop *nop = &sqe->nop;
+	bool inject = sqe->flags & NZ_NOP_F_RESULT;
+	bool defer = sqe->flags & NZ_NOP_F_DEFER;
+	struct nz_req *req;
+	int ret;
+
+	if ((!inject && (nop->result || nop->res2)) ||
+	    (!defer && nop->delay_us) || nop->delay_us > NZ_NOP_MAX_DELAY_US)
+		return -EINVAL;
+	if (!defer) {
+		nz_post(cmd, inject ? nop->result : 0, inject ? nop->res2 : 0,
+			issue_flags);
+		return 0;
+	}
+
+	req = nz_req_alloc(f, cmd);
+	if (!req)
+		return -ENOMEM;
+	req->result = inject ? nop->result : 0;
+	req->res2 = inject ? nop->res2 : 0;
+	INIT_DELAYED_WORK(&req->dwork, nz_nop_expired);
+	ret = nz_req_queue(req);
+	if (ret) {
+		kfree(req);
+		return ret;
+	}
+	queue_delayed_work(nz_wq, &req->dwork, usecs_to_jiffies(nop->delay_us));
+	return 0;
+}
+
+static int nz_cmd_version(struct nz_file *f, struct io_uring_cmd *cmd,
+			  const struct nz_sqe *sqe, unsigned int issue_flags)
+{
+	const struct nz_sqe_version *v = &sqe->version;
+	struct nz_version info;
+
+	if (v->rsvd || v->len < sizeof(info))
+		return -EINVAL;
+	nz_fill_version(&info);
+	if (copy_to_user(u64_to_user_ptr(v->addr), &info, sizeof(info)))
+		return -EFAULT;
+	nz_post(cmd, sizeof(info), 0, issue_flags);
+	return 0;
+}
+
+/* Reject what this ABI version does not define; see uapi/linux/nezha.h. */
+static const struct nz_cmd_def *nz_cmd_check(const struct io_uring_cmd *cmd,
+					     const struct nz_sqe *sqe)
+{
+	const struct nz_cmd_def *def;
+	u32 op = cmd->cmd_op;
+
+	if (op >= __NZ_CMD_MAX)
+		return NULL;
+	def = &nz_cmd_defs[array_index_nospec(op, __NZ_CMD_MAX)];
+	if (!def->issue || sqe->rsvd || (sqe->flags & ~def->flags))
+		return NULL;
+	if (!def->comm && sqe->comm_id)
+		return NULL;
+	if ((cmd->flags & IORING_URING_CMD_FIXED) && !def->fixed)
+		return NULL;
+	if (memchr_inv(sqe->__pad + def->payload, 0,
+		       sizeof(sqe->__pad) - def->payload))
+		return NULL;
+	return def;
+}
+
+static int nz_uring_cmd(struct io_uring_cmd *cmd, unsigned int issue_flags)
+{
+	struct nz_file *f = cmd->file->private_data;
+	const struct nz_cmd_def *def;
+	struct nz_sqe sqe;
+	int ret;
+
+	atomic64_inc(&nz_stats.cmds_submitted);
+	if (!(issue_flags & IO_URING_F_SQE128)) {
+		ret = -EINVAL;
+		goto reject;
+	}
+	memcpy(&sqe, cmd->cmd, sizeof(sqe));
+	def = nz_cmd_check(cmd, &sqe);
+	if (!def) {
+		ret = -EINVAL;
+		goto reject;
+	}
+	ret = def->issue(f, cmd, &sqe, issue_flags);
+	if (ret)
+		nz_post(cmd, ret, 0, issue_flags);
+	return -EIOCBQUEUED;
+
+reject:
+	atomic64_inc(&nz_stats.cmds_rejected);
+	nz_post(cmd, ret, 0, issue_flags);
+	return -EIOCBQUEUED;
+}
+
+static long nz_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	struct nz_version info;
+
+	switch (cmd) {
+	case NZ_IOC_VERSION:
+		nz_fill_version(&info);
+		if (copy_to_user((void __user *)arg, &info, sizeof(info)))
+			return -EFAULT;
+		return 0;
+	default:
+		return -ENOTTY;
+	}
+}
+
+static int nz_open(struct inode *inode, struct file *file)
+{
+	struct nz_file *f = kzalloc(sizeof(*f), GFP_KERNEL);
+
+	if (!f)
+		return -ENOMEM;
+	spin_lock_init(&f->lock);
+	INIT_LIST_HEAD(&f->pending);
+	file->private_data = f;
+	atomic64_inc(&nz_stats.opens);
+	atomic_inc(&nz_stats.open_files);
+	return 0;
+}
+
+/*
+ * io_uring holds a reference to the file for every command in flight, so
+ * release runs only after each of them was completed: nothing can still be
+ * pending here.  Mark the file dying anyway, so that a future path that
+ * queues work without such a reference fails instead of leaking.
+ */
+static int nz_release(struct inode *inode, struct file *file)
+{
+	struct nz_file *f = file->private_data;
+	bool busy;
+
+	spin_lock_bh(&f->lock);
+	f->dying = true;
+	busy = !list_empty(&f->pending);
+	spin_unlock_bh(&f->lock);
+	if (busy) {
+		/* Leak rather than free memory a command still points to. */
+		pr_err("release with commands pending; file state leaked\n");
+		return 0;
+	}
+	kfree(f);
+	atomic_dec(&nz_stats.open_files);
+	return 0;
+}
+
+static const struct file_operations nz_fops = {
+	.owner = THIS_MODULE,
+	.open = nz_open,
+	.release = nz_release,
+	.unlocked_ioctl = nz_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.uring_cmd = nz_uring_cmd,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice nz_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = NZ_DEVICE_NAME,
+	.fops = &nz_fops,
+};
+
+int nz_chardev_init(void)
+{
+	nz_misc.mode = dev_mode & 0777;
+	return misc_register(&nz_misc);
+}
+
+void nz_chardev_exit(void)
+{
+	misc_deregister(&nz_misc);
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Nezha core structures and the prototypes each file exports, grouped by
+ * file.  One concern per file: see Documentation/design.rst.
+ */
+#ifndef _NZ_NEZHA_H
+#define _NZ_NEZHA_H
+
+#include <linux/types.h>
+#include <linux/atomic.h>
+#include <linux/list.h>
+#include <linux/spinlock.h>
+#include <linux/workqueue.h>
+#include <linux/percpu_counter.h>
+#include <uapi/linux/nezha.h>
+
+#define NZ_RELEASE "0.1.0"
+
+struct io_uring_cmd;
+
+/* Module-wide statistics, exported one value per file in sysfs. */
+struct nz_stats {
+	atomic64_t opens;		/* successful open() of /dev/nezha */
+	atomic64_t cmds_submitted;	/* uring_cmd issued to the module */
+	atomic64_t cmds_completed;	/* CQEs posted with res >= 0 */
+	atomic64_t cmds_failed;		/* CQEs posted with res < 0 */
+	atomic64_t cmds_rejected;	/* malformed SQEs (-EINVAL) */
+	atomic64_t cmds_cancelled;	/* completed with -ECANCELED */
+	atomic_t open_files;		/* files currently open */
+	atomic_t inflight;		/* commands queued, not completed */
+};
+
+extern struct nz_stats nz_stats;
+
+/* One open file of /dev/nezha. */
+struct nz_file {
+	spinlock_t lock;		/* protects pending and dying */
+	struct list_head pending;	/* struct nz_req not yet completed */
+	bool dying;
+};
+
+/*
+ * A command that completes asynchronously.  It lives on its file's pending
+ * list from issue to completion; completion happens in the submitter's task
+ * context (io_uring_cmd_complete_in_task) so io_uring_cmd_done() always runs
+ * where io_uring expects it.
+ */
+struct nz_req {
+	struct list_head node;
+	struct io_uring_cmd *cmd;
+	struct nz_file *file;
+	struct delayed_work dwork;	/* deferred NOP */
+	s32 result;
+	u64 res2;
+};
+
+/* main.c */
+extern struct workqueue_struct *nz_wq;
+
+/* chardev.c */
+int nz_chardev_init(void);
+void nz_chardev_exit(void);
+void nz_req_complete(struct nz_req *req, s32 result, u64 res2);
+
+/* sysfs.c */
+int nz_sysfs_init(void);
+void nz_sysfs_exit(void);
+
+/* netlink.c */
+int nz_netlink_init(void);
+void nz_netlink_exit(void);
+void nz_fill_version(struct nz_version *v);
+
+#endif /* _NZ_NEZHA_H */

@@ -1,0 +1,54 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# TAP helpers for guest test scripts (sourced).  Each check prints one line;
+# the harness relays them and the runner counts them.
+
+NZ_TOP=${NZ_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+NZ_KO=${NZ_KO:-$NZ_TOP/nezha.ko}
+NZ_BIN=$NZ_TOP/build
+_tap_n=0
+_tap_fail=0
+
+ok() {		# ok NAME: record a pass
+	_tap_n=$((_tap_n + 1)); echo "ok $_tap_n - $1"
+}
+not_ok() {	# not_ok NAME [why]: record a failure
+	_tap_n=$((_tap_n + 1)); _tap_fail=$((_tap_fail + 1))
+	echo "not ok $_tap_n - $1"; [ -z "${2:-}" ] || echo "# $2"
+}
+skip() {	# skip NAME REASON
+	_tap_n=$((_tap_n + 1)); echo "ok $_tap_n - $1 # SKIP $2"
+}
+check() {	# check NAME CMD...: pass iff CMD succeeds
+	local name=$1 out; shift
+	if out=$("$@" 2>&1); then ok "$name"; else not_ok "$name" "$(echo "$out" | tail -3 | tr '\n' ' ')"; fi
+}
+check_fails() {	# check_fails NAME CMD...: pass iff CMD fails
+	local name=$1; shift
+	if "$@" >/dev/null 2>&1; then not_ok "$name" "succeeded but should fail"; else ok "$name"; fi
+}
+run_tap() {	# run_tap NAME CMD...: relay a TAP program's lines, check its exit
+	local name=$1 line rc; shift
+	while IFS= read -r line; do
+		case "$line" in
+		"ok "*|"not ok "*)
+			_tap_n=$((_tap_n + 1))
+			case "$line" in "not ok "*) _tap_fail=$((_tap_fail + 1));; esac
+			echo "$line" | sed -E "s/^(not )?ok [0-9]+ (- )?/\1ok $_tap_n - $name: /";;
+		1..*) ;;
+		__rc=*) rc=${line#__rc=};;
+		*) echo "# $line";;
+		esac
+	done < <("$@" 2>&1; echo "__rc=$?")  # the last line carries the status
+	if [ "${rc:-1}" = 0 ]; then ok "$name: exit status 0"; else not_ok "$name: exit status ${rc:-?}"; fi
+}
+tap_done() {
+	echo "1..$_tap_n"
+	[ "$_tap_fail" -eq 0 ]
+}
+nz_load() {	# nz_load [params]: insmod the module built in this tree
+	insmod "$NZ_KO" "$@"
+}
+nz_unload() {
+	rmmod nezha
+}

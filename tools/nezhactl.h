@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* nezhactl: shared declarations of the subcommands and the netlink helper. */
+#ifndef NEZHACTL_H
+#define NEZHACTL_H
+
+#include <stdint.h>
+#include <libmnl/libmnl.h>
+
+struct nzctl_cmd {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *help;
+};
+
+/* One generic netlink request/response exchange with the nezha family. */
+struct nzctl_nl {
+	struct mnl_socket *sock;
+	uint16_t family;
+	unsigned int seq;
+	unsigned int portid;
+	char buf[65536];
+};
+
+int nzctl_nl_open(struct nzctl_nl *nl);
+void nzctl_nl_close(struct nzctl_nl *nl);
+struct nlmsghdr *nzctl_nl_request(struct nzctl_nl *nl, uint8_t cmd,
+				  uint16_t flags);
+int nzctl_nl_talk(struct nzctl_nl *nl, struct nlmsghdr *req,
+		  mnl_cb_t cb, void *data);
+
+int nzctl_version(int argc, char **argv);
+int nzctl_show(int argc, char **argv);
+
+#endif /* NEZHACTL_H */

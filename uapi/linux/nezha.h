@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * Nezha: multi-rail, multi-protocol communication device.
+ *
+ * This header is the ABI between user space (libnezha, nezhactl, tests) and
+ * nezha.ko.  Every structure has explicit widths and reserved fields that
+ * user space must zero; the module rejects non-zero reserved fields, unknown
+ * opcodes and unknown flags with -EINVAL.
+ *
+ * Submission model: user space opens /dev/nezha, creates an io_uring with
+ * IORING_SETUP_SQE128 and submits IORING_OP_URING_CMD SQEs on the device fd.
+ * sqe->cmd_op holds an NZ_CMD_* opcode, the 80-byte sqe->cmd area holds a
+ * struct nz_sqe.  The CQE's res carries the result: >= 0 on success (the
+ * meaning is per opcode), a negative errno on failure.  When the ring uses
+ * IORING_SETUP_CQE32, big_cqe[0] carries a per-opcode second result.
+ *
+ * Ownership: user space writes every field of struct nz_sqe; the kernel reads
+ * the SQE once, at submission, and never writes it back.  Output buffers
+ * named by an SQE (addr/len) are written by the kernel before the CQE is
+ * posted and belong to user space again once it is reaped.
+ */
+#ifndef _UAPI_LINUX_NEZHA_H
+#define _UAPI_LINUX_NEZHA_H
+
+#include <linux/types.h>
+#include <linux/ioctl.h>
+
+#define NZ_DEVICE_NAME		"nezha"
+#define NZ_DEVICE_PATH		"/dev/nezha"
+
+/* Bumped on any incompatible ABI change; features are additive bits. */
+#define NZ_ABI_VERSION		1
+
+/* Feature bits reported by NZ_CMD_VERSION / NZ_IOC_VERSION. */
+#define NZ_FEAT_NOP		(1ULL << 0)	/* NZ_CMD_NOP */
+#define NZ_FEAT_NOP_DEFER	(1ULL << 1)	/* NZ_NOP_F_DEFER */
+#define NZ_FEAT_P2P		(1ULL << 2)	/* NZ_CMD_SEND / NZ_CMD_RECV */
+#define NZ_FEAT_FIXED_BUF	(1ULL << 3)	/* IORING_URING_CMD_FIXED */
+#define NZ_FEAT_TCP		(1ULL << 4)	/* TCP rails */
+#define NZ_FEAT_RDMA		(1ULL << 5)	/* RDMA rails */
+
+/* Hard limits of this ABI version. */
+#define NZ_MAX_RAILS		8
+#define NZ_MAX_RANKS		1024
+#define NZ_RAIL_NAME_LEN	16	/* including the NUL */
+#define NZ_SECRET_LEN		32
+
+/* io_uring command opcodes (sqe->cmd_op). */
+enum nz_cmd_op {
+	NZ_CMD_NOP	= 0x01,	/* no I/O; see struct nz_sqe_nop */
+	NZ_CMD_VERSION	= 0x02,	/* fill a struct nz_version at addr */
+	NZ_CMD_SEND	= 0x10,	/* point to point send (struct nz_sqe_xfer) */
+	NZ_CMD_RECV	= 0x11,	/* point to point receive (struct nz_sqe_xfer) */
+	__NZ_CMD_MAX,
+};
+
+/*
+ * NZ_CMD_NOP: completes without any I/O.
+ *   flags & NZ_NOP_F_RESULT: the CQE's res is nop.result (any value,
+ *                            including a negative errno) instead of 0;
+ *                            with CQE32, big_cqe[0] is nop.res2.
+ *   flags & NZ_NOP_F_DEFER:  complete asynchronously, from a kernel worker,
+ *                            after nop.delay_us microseconds (<= 1 s) — the
+ *                            same path real I/O takes.
+ */
+#define NZ_NOP_F_RESULT		(1U << 0)
+#define NZ_NOP_F_DEFER		(1U << 1)
+#define NZ_NOP_FLAGS		(NZ_NOP_F_RESULT | NZ_NOP_F_DEFER)
+#define NZ_NOP_MAX_DELAY_US	1000000U
+
+struct nz_sqe_nop {
+	__s32	result;		/* in: injected result (NZ_NOP_F_RESULT) */
+	__u32	delay_us;	/* in: deferral delay (NZ_NOP_F_DEFER) */
+	__u64	res2;		/* in: injected big_cqe[0] (CQE32 rings) */
+};
+
+/*
+ * NZ_CMD_VERSION: the module writes struct nz_version to addr (len must be
+ * at least sizeof(struct nz_version)); the CQE's res is the number of bytes
+ * written.
+ */
+struct nz_sqe_version {
+	__u64	addr;		/* in: user pointer to struct nz_version */
+	__u32	len;		/* in: size of that buffer */
+	__u32	rsvd;
+};
+
+struct nz_version {
+	__u32	abi_version;	/* NZ_ABI_VERSION of the module */
+	__u32	max_rails;	/* NZ_MAX_RAILS */
+	__u64	features;	/* NZ_FEAT_* */
+	char	release[32];	/* module version string, NUL terminated */
+	__u64	rsvd[4];
+};
+
+/*
+ * NZ_CMD_SEND / NZ_CMD_RECV: move len bytes to/from rank peer of
+ * communicator comm_id under tag.  Messages on one (peer, tag) are matched
+ * in the order they were submitted.  With IORING_URING_CMD_FIXED in
+ * sqe->uring_cmd_flags, addr is inside the registered buffer at
+ * sqe->buf_index.  res: bytes moved (RECV: the message's length), or a
+ * negative errno (-EMSGSIZE: the message is longer than the buffer,
+ * -ETIMEDOUT, -ENETDOWN: no rail left, -ECANCELED: device closed).
+ */
+#define NZ_XFER_FLAGS		0U
+
+struct nz_sqe_xfer {
+	__u64	addr;		/* in: user buffer */
+	__u64	len;		/* in: buffer length in bytes */
+	__u64	tag;		/* in: match tag */
+	__u32	peer;		/* in: rank of the peer */
+	__u32	timeout_ms;	/* in: 0 = the communicator's default */
+};
+
+/* The 80-byte payload of an SQE128 IORING_OP_URING_CMD. */
+struct nz_sqe {
+	__u32	flags;		/* in: per-opcode NZ_*_F_* flags */
+	__u32	comm_id;	/* in: communicator; 0 for NOP and VERSION */
+	union {
+		struct nz_sqe_nop	nop;
+		struct nz_sqe_version	version;
+		struct nz_sqe_xfer	xfer;
+		__u8			__pad[64];
+	};
+	__u64	rsvd;		/* must be 0 */
+};
+
+/* ioctls on /dev/nezha, for set-up and tools. */
+#define NZ_IOC_MAGIC		0xE7
+#define NZ_IOC_VERSION		_IOR(NZ_IOC_MAGIC, 0x00, struct nz_version)
+
+#endif /* _UAPI_LINUX_NEZHA_H */
