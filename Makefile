@@ -51,7 +51,7 @@ GUEST_SRCS := $(wildcard selftests/guest/*.c)
 GUEST_BINS := $(GUEST_SRCS:selftests/guest/%.c=$(B)/guest/%)
 
 .PHONY: all module lib tools tests check check-quick demo setup install \
-	lint checkpatch sparse clean bench-nop
+	lint checkpatch sparse clean bench-nop bench-p2p
 
 all: module lib tools tests
 
@@ -95,7 +95,7 @@ tests: $(UNIT_BINS) $(GUEST_BINS)
 
 -include selftests/unit/deps.mk
 
-$(B)/unit/%: selftests/unit/%.c $(LIB_A) $(wildcard kmod/*.h selftests/*.h)
+$(B)/unit/%: selftests/unit/%.c $(LIB_A) $(wildcard kmod/*.h kmod/*.c selftests/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_DEPS_$*) $(LIB_A) $(LIB_LDLIBS)
 
@@ -116,6 +116,10 @@ demo: setup
 
 bench-nop: all
 	selftests/qemu/vm.sh -n 1 -r 1 -t 600 selftests/guest/bench_nop.sh
+
+# Nezha p2p vs single rails, parallel iperf3 and MPTCP, in 2 guests.
+bench-p2p: all
+	scripts/bench-p2p.sh
 
 # Style and static checks of the kernel code (also run by `make check`).
 lint: checkpatch sparse

@@ -18,6 +18,8 @@
 #include <linux/io_uring.h>
 #include <linux/nospec.h>
 #include "nezha.h"
+#include "rail.h"
+#include "comm.h"
 
 static ushort dev_mode = 0660;
 module_param(dev_mode, ushort, 0444);
@@ -50,6 +52,22 @@ static const struct nz_cmd_def nz_cmd_defs[__NZ_CMD_MAX] = {
 		.payload = sizeof(struct nz_sqe_version),
 		.issue = nz_cmd_version,
 	},
+	[NZ_CMD_SEND] = {
+		.name = "send",
+		.flags = NZ_XFER_FLAGS,
+		.payload = sizeof(struct nz_sqe_xfer),
+		.comm = true,
+		.fixed = true,
+		.issue = nz_cmd_send,
+	},
+	[NZ_CMD_RECV] = {
+		.name = "recv",
+		.flags = NZ_XFER_FLAGS,
+		.payload = sizeof(struct nz_sqe_xfer),
+		.comm = true,
+		.fixed = true,
+		.issue = nz_cmd_recv,
+	},
 };
 
 static struct nz_req *nz_cmd_req(struct io_uring_cmd *cmd)
@@ -69,20 +87,26 @@ static void nz_post(struct io_uring_cmd *cmd, s32 res, u64 res2,
 	io_uring_cmd_done(cmd, res, res2, issue_flags);
 }
 
+void nz_req_init(struct nz_req *req, struct nz_file *f,
+		 struct io_uring_cmd *cmd)
+{
+	INIT_LIST_HEAD(&req->node);
+	req->cmd = cmd;
+	req->file = f;
+	*(struct nz_req **)cmd->pdu = req;
+}
+
 static struct nz_req *nz_req_alloc(struct nz_file *f, struct io_uring_cmd *cmd)
 {
 	struct nz_req *req = kzalloc(sizeof(*req), GFP_KERNEL);
 
-	if (!req)
-		return NULL;
-	req->cmd = cmd;
-	req->file = f;
-	*(struct nz_req **)cmd->pdu = req;
+	if (req)
+		nz_req_init(req, f, cmd);
 	return req;
 }
 
 /* Queue req on its file; fails with -ECANCELED once the file is dying. */
-static int nz_req_queue(struct nz_req *req)
+int nz_req_queue(struct nz_req *req)
 {
 	struct nz_file *f = req->file;
 	int ret = 0;
@@ -224,6 +248,8 @@ static int nz_uring_cmd(struct io_uring_cmd *cmd, unsigned int issue_flags)
 		goto reject;
 	}
 	ret = def->issue(f, cmd, &sqe, issue_flags);
+	if (ret == -EINVAL)
+		atomic64_inc(&nz_stats.cmds_rejected);
 	if (ret)
 		nz_post(cmd, ret, 0, issue_flags);
 	return -EIOCBQUEUED;
@@ -234,11 +260,43 @@ reject:
 	return -EIOCBQUEUED;
 }
 
+static long nz_ioctl_rail_list(struct nz_rail_list __user *ulist)
+{
+	struct nz_rail_info rails[NZ_MAX_RAILS];
+	struct nz_rail_list list;
+	u32 n;
+
+	if (copy_from_user(&list, ulist, sizeof(list)))
+		return -EFAULT;
+	if (list.rsvd)
+		return -EINVAL;
+	nz_rail_list(rails, min_t(u32, list.count, NZ_MAX_RAILS), &n);
+	/* Only entries nz_rail_list() wrote: min(count, n) <= its capacity. */
+	if (copy_to_user(u64_to_user_ptr(list.rails), rails,
+			 min(list.count, n) * sizeof(rails[0])))
+		return -EFAULT;
+	list.count = n;
+	if (copy_to_user(ulist, &list, sizeof(list)))
+		return -EFAULT;
+	return 0;
+}
+
 static long nz_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct nz_version info;
 
 	switch (cmd) {
+	case NZ_IOC_RAIL_LIST:
+		return nz_ioctl_rail_list((void __user *)arg);
+	case NZ_IOC_COMM_CREATE:
+		return nz_comm_ioctl_create(file->private_data,
+					    (void __user *)arg);
+	case NZ_IOC_COMM_WAIT:
+		return nz_comm_ioctl_wait(file->private_data,
+					  (void __user *)arg);
+	case NZ_IOC_COMM_DESTROY:
+		return nz_comm_ioctl_destroy(file->private_data,
+					     (void __user *)arg);
 	case NZ_IOC_VERSION:
 		nz_fill_version(&info);
 		if (copy_to_user((void __user *)arg, &info, sizeof(info)))
@@ -257,6 +315,8 @@ static int nz_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	spin_lock_init(&f->lock);
 	INIT_LIST_HEAD(&f->pending);
+	mutex_init(&f->comm_lock);
+	INIT_LIST_HEAD(&f->comms);
 	file->private_data = f;
 	atomic64_inc(&nz_stats.opens);
 	atomic_inc(&nz_stats.open_files);
@@ -274,6 +334,7 @@ static int nz_release(struct inode *inode, struct file *file)
 	struct nz_file *f = file->private_data;
 	bool busy;
 
+	nz_comm_file_release(f);
 	spin_lock_bh(&f->lock);
 	f->dying = true;
 	busy = !list_empty(&f->pending);

@@ -6,6 +6,8 @@
 #include <linux/module.h>
 #include <linux/workqueue.h>
 #include "nezha.h"
+#include "rail.h"
+#include "comm.h"
 
 struct nz_stats nz_stats;
 struct workqueue_struct *nz_wq;
@@ -14,15 +16,22 @@ static int __init nz_init(void)
 {
 	int ret;
 
+	ret = nz_msg_init();
+	if (ret)
+		return ret;
 	nz_wq = alloc_workqueue("nezha", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	ret = -ENOMEM;
 	if (!nz_wq)
-		return -ENOMEM;
+		goto out_msg;
 	ret = nz_sysfs_init();
 	if (ret)
 		goto out_destroy_wq;
-	ret = nz_netlink_init();
+	ret = nz_rails_init();
 	if (ret)
 		goto out_sysfs;
+	ret = nz_netlink_init();
+	if (ret)
+		goto out_rails;
 	/* Last: once /dev/nezha exists, commands can arrive. */
 	ret = nz_chardev_init();
 	if (ret)
@@ -32,25 +41,34 @@ static int __init nz_init(void)
 
 out_netlink:
 	nz_netlink_exit();
+out_rails:
+	nz_rails_exit();
 out_sysfs:
 	nz_sysfs_exit();
 out_destroy_wq:
 	destroy_workqueue(nz_wq);
+out_msg:
+	nz_msg_exit();
 	return ret;
 }
 
 /*
  * The module cannot be removed while /dev/nezha is open (the file holds a
- * module reference), so no command is in flight here.  Destroying the
- * workqueue last waits for a worker that is still returning from a
- * completion it has already handed to io_uring.
+ * module reference), so no command is in flight here.  Rails go once no
+ * netlink request can add one any more (genl_unregister_family() waits for
+ * requests in progress), and before their sysfs directories' parent and
+ * the workqueue their teardown may use.  Destroying the workqueue last
+ * waits for a worker that is still returning from a completion it has
+ * already handed to io_uring.
  */
 static void __exit nz_exit(void)
 {
 	nz_chardev_exit();
 	nz_netlink_exit();
+	nz_rails_exit();
 	nz_sysfs_exit();
 	destroy_workqueue(nz_wq);
+	nz_msg_exit();
 	pr_info("nezha unloaded\n");
 }
 

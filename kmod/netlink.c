@@ -8,13 +8,15 @@
 #include <net/genetlink.h>
 #include <uapi/linux/nezha_netlink.h>
 #include "nezha.h"
+#include "rail.h"
 
 void nz_fill_version(struct nz_version *v)
 {
 	memset(v, 0, sizeof(*v));
 	v->abi_version = NZ_ABI_VERSION;
 	v->max_rails = NZ_MAX_RAILS;
-	v->features = NZ_FEAT_NOP | NZ_FEAT_NOP_DEFER;
+	v->features = NZ_FEAT_NOP | NZ_FEAT_NOP_DEFER | NZ_FEAT_P2P |
+		      NZ_FEAT_FIXED_BUF | NZ_FEAT_TCP;
 	strscpy(v->release, NZ_RELEASE, sizeof(v->release));
 }
 
@@ -77,6 +79,272 @@ nla_put_failure:
 	return -EMSGSIZE;
 }
 
+/* Rails. */
+
+static int nz_nl_require(struct genl_info *info, int attr, const char *msg)
+{
+	if (!GENL_REQ_ATTR_CHECK(info, attr))
+		return 0;
+	/* msg has static storage: every caller passes a literal. */
+	if (info->extack)
+		info->extack->_msg = msg;
+	return -EINVAL;
+}
+
+static int nz_nl_check_name(const struct nlattr *attr,
+			    struct netlink_ext_ack *extack)
+{
+	size_t len = strnlen(nla_data(attr), nla_len(attr));
+
+	if (!len) {
+		NL_SET_ERR_MSG_ATTR(extack, attr, "rail name is empty");
+		return -EINVAL;
+	}
+	if (len >= NZ_RAIL_NAME_LEN) {
+		NL_SET_ERR_MSG_ATTR(extack, attr,
+				    "rail name is longer than 15 characters");
+		return -EINVAL;
+	}
+	if (!nz_rail_name_valid(nla_data(attr))) {
+		NL_SET_ERR_MSG_ATTR(extack, attr,
+				    "rail name may only contain A-Z a-z 0-9 _ . -");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int nz_nl_check_dev(const struct nlattr *attr,
+			   struct netlink_ext_ack *extack)
+{
+	size_t len = strnlen(nla_data(attr), nla_len(attr));
+
+	if (!len) {
+		NL_SET_ERR_MSG_ATTR(extack, attr, "device name is empty");
+		return -EINVAL;
+	}
+	if (len >= IFNAMSIZ) {
+		NL_SET_ERR_MSG_ATTR(extack, attr,
+				    "device name is longer than 15 characters");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int nz_nl_put_rail_stats(struct sk_buff *skb,
+				const struct nz_rail_stats *st)
+{
+	const struct {
+		int attr;
+		u64 val;
+	} tbl[] = {
+		{ NZ_RSTAT_BYTES_TX, atomic64_read(&st->bytes_tx) },
+		{ NZ_RSTAT_BYTES_RX, atomic64_read(&st->bytes_rx) },
+		{ NZ_RSTAT_CHUNKS_TX, atomic64_read(&st->chunks_tx) },
+		{ NZ_RSTAT_CHUNKS_RX, atomic64_read(&st->chunks_rx) },
+		{ NZ_RSTAT_ERRORS, atomic64_read(&st->errors) },
+		{ NZ_RSTAT_HS_REFUSED, atomic64_read(&st->hs_refused) },
+		{ NZ_RSTAT_CONNS, atomic_read(&st->conns) },
+	};
+	struct nlattr *nest;
+	int i;
+
+	nest = nla_nest_start(skb, NZ_A_RAIL_STATS);
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < ARRAY_SIZE(tbl); i++)
+		if (nla_put_u64_64bit(skb, tbl[i].attr, tbl[i].val,
+				      NZ_RSTAT_PAD))
+			return -EMSGSIZE;
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
+static int nz_nl_put_rail(struct sk_buff *skb, struct nz_rail *rail)
+{
+	if (nla_put_string(skb, NZ_A_RAIL_NAME, rail->name) ||
+	    nla_put_u32(skb, NZ_A_RAIL_ID, rail->id) ||
+	    nla_put_u32(skb, NZ_A_RAIL_PROTO, rail->proto) ||
+	    nla_put_string(skb, NZ_A_RAIL_DEV, rail->dev) ||
+	    nla_put_u32(skb, NZ_A_RAIL_IFINDEX, rail->ifindex) ||
+	    nla_put_in_addr(skb, NZ_A_RAIL_ADDR, rail->addr) ||
+	    nla_put_u16(skb, NZ_A_RAIL_PORT, rail->port) ||
+	    nla_put_u32(skb, NZ_A_RAIL_WEIGHT, READ_ONCE(rail->weight)) ||
+	    nla_put_u32(skb, NZ_A_RAIL_STATE, nz_rail_state(rail)) ||
+	    nz_nl_put_rail_stats(skb, &rail->stats))
+		return -EMSGSIZE;
+	return 0;
+}
+
+/* Point the error at the attribute the rail table objected to. */
+static void nz_nl_blame(struct genl_info *info, int err)
+{
+	struct nlattr **attrs = info->attrs;
+	struct nlattr *attr;
+
+	switch (err) {
+	case -EEXIST:
+		attr = attrs[NZ_A_RAIL_NAME];
+		break;
+	case -EPROTONOSUPPORT:
+		attr = attrs[NZ_A_RAIL_PROTO];
+		break;
+	case -ENODEV:
+		attr = attrs[NZ_A_RAIL_DEV];
+		break;
+	case -EADDRNOTAVAIL:
+		attr = attrs[NZ_A_RAIL_ADDR] ?: attrs[NZ_A_RAIL_DEV];
+		break;
+	case -EADDRINUSE:
+		attr = attrs[NZ_A_RAIL_PORT] ?: attrs[NZ_A_RAIL_ADDR];
+		break;
+	default:
+		return;
+	}
+	if (attr)
+		NL_SET_BAD_ATTR(info->extack, attr);
+}
+
+static int nz_nl_rail_add(struct sk_buff *skb, struct genl_info *info)
+{
+	struct nz_rail_cfg cfg = { .weight = NZ_DEFAULT_WEIGHT };
+	struct nlattr **attrs = info->attrs;
+	int ret;
+
+	ret = nz_nl_require(info, NZ_A_RAIL_NAME, "rail name missing") ?:
+	      nz_nl_require(info, NZ_A_RAIL_PROTO, "rail protocol missing") ?:
+	      nz_nl_require(info, NZ_A_RAIL_DEV, "rail device missing");
+	if (ret)
+		return ret;
+	nla_strscpy(cfg.name, attrs[NZ_A_RAIL_NAME], sizeof(cfg.name));
+	cfg.proto = nla_get_u32(attrs[NZ_A_RAIL_PROTO]);
+	nla_strscpy(cfg.dev, attrs[NZ_A_RAIL_DEV], sizeof(cfg.dev));
+	if (attrs[NZ_A_RAIL_ADDR])
+		cfg.addr = nla_get_in_addr(attrs[NZ_A_RAIL_ADDR]);
+	if (attrs[NZ_A_RAIL_PORT])
+		cfg.port = nla_get_u16(attrs[NZ_A_RAIL_PORT]);
+	if (attrs[NZ_A_RAIL_WEIGHT])
+		cfg.weight = nla_get_u32(attrs[NZ_A_RAIL_WEIGHT]);
+
+	ret = nz_rail_add(genl_info_net(info), &cfg, info->extack);
+	if (ret)
+		nz_nl_blame(info, ret);
+	return ret;
+}
+
+static int nz_nl_rail_del(struct sk_buff *skb, struct genl_info *info)
+{
+	struct nlattr *name = info->attrs[NZ_A_RAIL_NAME];
+	int ret;
+
+	ret = nz_nl_require(info, NZ_A_RAIL_NAME, "rail name missing");
+	if (ret)
+		return ret;
+	ret = nz_rail_del(nla_data(name));
+	if (ret == -ENOENT)
+		NL_SET_ERR_MSG_ATTR(info->extack, name, "no such rail");
+	return ret;
+}
+
+static int nz_nl_rail_set(struct sk_buff *skb, struct genl_info *info)
+{
+	struct nlattr **attrs = info->attrs;
+	u32 weight, *pweight = NULL;
+	bool up, *pup = NULL;
+	int ret;
+
+	ret = nz_nl_require(info, NZ_A_RAIL_NAME, "rail name missing");
+	if (ret)
+		return ret;
+	if (!attrs[NZ_A_RAIL_WEIGHT] && !attrs[NZ_A_RAIL_ADMIN]) {
+		GENL_SET_ERR_MSG(info, "nothing to set: no weight, no admin state");
+		return -EINVAL;
+	}
+	if (attrs[NZ_A_RAIL_WEIGHT]) {
+		weight = nla_get_u32(attrs[NZ_A_RAIL_WEIGHT]);
+		pweight = &weight;
+	}
+	if (attrs[NZ_A_RAIL_ADMIN]) {
+		up = nla_get_u8(attrs[NZ_A_RAIL_ADMIN]);
+		pup = &up;
+	}
+	ret = nz_rail_set(nla_data(attrs[NZ_A_RAIL_NAME]), pweight, pup);
+	if (ret == -ENOENT)
+		NL_SET_ERR_MSG_ATTR(info->extack, attrs[NZ_A_RAIL_NAME],
+				    "no such rail");
+	return ret;
+}
+
+static int nz_nl_rail_get(struct sk_buff *skb, struct genl_info *info)
+{
+	struct nlattr *name = info->attrs[NZ_A_RAIL_NAME];
+	struct nz_rail *rail;
+	struct sk_buff *msg;
+	void *hdr;
+	int ret;
+
+	ret = nz_nl_require(info, NZ_A_RAIL_NAME, "rail name missing");
+	if (ret)
+		return ret;
+	rail = nz_rail_get(nla_data(name));
+	if (!rail) {
+		NL_SET_ERR_MSG_ATTR(info->extack, name, "no such rail");
+		return -ENOENT;
+	}
+	ret = -ENOMEM;
+	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!msg)
+		goto out_put;
+	ret = -EMSGSIZE;
+	hdr = genlmsg_put_reply(msg, info, &nz_genl_family, 0,
+				NZ_CMD_RAIL_GET);
+	if (!hdr || nz_nl_put_rail(msg, rail)) {
+		nlmsg_free(msg);
+		goto out_put;
+	}
+	genlmsg_end(msg, hdr);
+	ret = genlmsg_reply(msg, info);
+out_put:
+	nz_rail_put(rail);
+	return ret;
+}
+
+struct nz_nl_dump {
+	struct sk_buff *skb;
+	struct netlink_callback *cb;
+};
+
+static int nz_nl_dump_rail(struct nz_rail *rail, void *arg)
+{
+	struct nz_nl_dump *d = arg;
+	void *hdr;
+
+	hdr = genlmsg_put(d->skb, NETLINK_CB(d->cb->skb).portid,
+			  d->cb->nlh->nlmsg_seq, &nz_genl_family, NLM_F_MULTI,
+			  NZ_CMD_RAIL_GET);
+	if (!hdr)
+		return -EMSGSIZE;
+	if (nz_nl_put_rail(d->skb, rail)) {
+		genlmsg_cancel(d->skb, hdr);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(d->skb, hdr);
+	/* Resume after this slot if the next rail does not fit. */
+	d->cb->args[0] = rail->id + 1;
+	return 0;
+}
+
+static int nz_nl_rail_dump(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct nz_nl_dump d = { .skb = skb, .cb = cb };
+	int ret;
+
+	ret = nz_rail_for_each(nz_nl_dump_rail, &d, cb->args[0]);
+	/* A full skb ends this round; an empty one means no rail fits. */
+	if (ret && (ret != -EMSGSIZE || !skb->len))
+		return ret;
+	return skb->len;
+}
+
 static const struct nla_policy nz_genl_policy[NZ_A_MAX + 1] = {
 	[NZ_A_ABI_VERSION] = { .type = NLA_U32 },
 	[NZ_A_RELEASE] = { .type = NLA_NUL_STRING },
@@ -86,11 +354,67 @@ static const struct nla_policy nz_genl_policy[NZ_A_MAX + 1] = {
 	[NZ_A_STATS] = { .type = NLA_NESTED },
 };
 
-static const struct genl_small_ops nz_genl_ops[] = {
+#define NZ_POLICY_RAIL_NAME NLA_POLICY_VALIDATE_FN(NLA_NUL_STRING, nz_nl_check_name)
+
+static const struct nla_policy nz_rail_add_policy[NZ_A_MAX + 1] = {
+	[NZ_A_RAIL_NAME] = NZ_POLICY_RAIL_NAME,
+	[NZ_A_RAIL_PROTO] = NLA_POLICY_RANGE(NLA_U32, NZ_PROTO_TCP,
+					     NZ_PROTO_RDMA),
+	[NZ_A_RAIL_DEV] = NLA_POLICY_VALIDATE_FN(NLA_NUL_STRING,
+						 nz_nl_check_dev),
+	[NZ_A_RAIL_ADDR] = { .type = NLA_BE32 },
+	[NZ_A_RAIL_PORT] = NLA_POLICY_MIN(NLA_U16, 1),
+	[NZ_A_RAIL_WEIGHT] = NLA_POLICY_MAX(NLA_U32, NZ_MAX_WEIGHT),
+};
+
+/* RAIL_DEL and RAIL_GET: a name, nothing else. */
+static const struct nla_policy nz_rail_name_policy[NZ_A_MAX + 1] = {
+	[NZ_A_RAIL_NAME] = NZ_POLICY_RAIL_NAME,
+};
+
+static const struct nla_policy nz_rail_set_policy[NZ_A_MAX + 1] = {
+	[NZ_A_RAIL_NAME] = NZ_POLICY_RAIL_NAME,
+	[NZ_A_RAIL_WEIGHT] = NLA_POLICY_MAX(NLA_U32, NZ_MAX_WEIGHT),
+	[NZ_A_RAIL_ADMIN] = NLA_POLICY_MAX(NLA_U8, 1),
+};
+
+/*
+ * Commands from NZ_CMD_RAIL_ADD on are validated strictly against their own
+ * policy (resv_start_op): unknown and out-of-place attributes are errors.
+ */
+static const struct genl_ops nz_genl_ops[] = {
 	{
 		.cmd = NZ_CMD_GET_INFO,
 		.validate = GENL_DONT_VALIDATE_DUMP,
 		.doit = nz_nl_get_info,
+	},
+	{
+		.cmd = NZ_CMD_RAIL_ADD,
+		.flags = GENL_ADMIN_PERM,
+		.policy = nz_rail_add_policy,
+		.maxattr = NZ_A_MAX,
+		.doit = nz_nl_rail_add,
+	},
+	{
+		.cmd = NZ_CMD_RAIL_DEL,
+		.flags = GENL_ADMIN_PERM,
+		.policy = nz_rail_name_policy,
+		.maxattr = NZ_A_MAX,
+		.doit = nz_nl_rail_del,
+	},
+	{
+		.cmd = NZ_CMD_RAIL_SET,
+		.flags = GENL_ADMIN_PERM,
+		.policy = nz_rail_set_policy,
+		.maxattr = NZ_A_MAX,
+		.doit = nz_nl_rail_set,
+	},
+	{
+		.cmd = NZ_CMD_RAIL_GET,
+		.policy = nz_rail_name_policy,
+		.maxattr = NZ_A_MAX,
+		.doit = nz_nl_rail_get,
+		.dumpit = nz_nl_rail_dump,
 	},
 };
 
@@ -101,8 +425,8 @@ static struct genl_family nz_genl_family __ro_after_init = {
 	.policy = nz_genl_policy,
 	.netnsok = true,
 	.module = THIS_MODULE,
-	.small_ops = nz_genl_ops,
-	.n_small_ops = ARRAY_SIZE(nz_genl_ops),
+	.ops = nz_genl_ops,
+	.n_ops = ARRAY_SIZE(nz_genl_ops),
 	.resv_start_op = NZ_CMD_GET_INFO + 1,
 };
 

@@ -11,7 +11,7 @@
 #include <linux/list.h>
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
-#include <linux/percpu_counter.h>
+#include <linux/mutex.h>
 #include <uapi/linux/nezha.h>
 
 #define NZ_RELEASE "0.1.0"
@@ -37,6 +37,9 @@ struct nz_file {
 	spinlock_t lock;		/* protects pending and dying */
 	struct list_head pending;	/* struct nz_req not yet completed */
 	bool dying;
+	struct mutex comm_lock;		/* protects comms and next_comm_id */
+	struct list_head comms;		/* struct nz_comm of this file */
+	u32 next_comm_id;
 };
 
 /*
@@ -60,6 +63,9 @@ extern struct workqueue_struct *nz_wq;
 /* chardev.c */
 int nz_chardev_init(void);
 void nz_chardev_exit(void);
+void nz_req_init(struct nz_req *req, struct nz_file *f,
+		 struct io_uring_cmd *cmd);
+int nz_req_queue(struct nz_req *req);
 void nz_req_complete(struct nz_req *req, s32 result, u64 res2);
 
 /* sysfs.c */

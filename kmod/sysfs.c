@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Statistics in sysfs: /sys/class/nezha/nezha/, one value per file.
+ * Statistics in sysfs, one value per file: the module in
+ * /sys/class/nezha/nezha/, each rail in /sys/class/nezha/rail-NAME/.
  * Documented in Documentation/ABI/testing/sysfs-class-nezha.
  */
 #include <linux/device.h>
@@ -8,6 +9,7 @@
 #include <linux/module.h>
 #include <linux/sysfs.h>
 #include "nezha.h"
+#include "rail.h"
 
 static struct class *nz_class;
 static struct device *nz_dev;
@@ -95,6 +97,118 @@ static const struct attribute_group *nz_groups[] = {
 	&nz_stats_group,
 	NULL,
 };
+
+/*
+ * Rails.  A rail's device is unregistered (which waits for every show()
+ * in progress) before the table drops its reference, so drvdata always
+ * points to a live rail here.
+ */
+static struct nz_rail *nz_dev_rail(struct device *d)
+{
+	return dev_get_drvdata(d);
+}
+
+#define NZ_RAIL_ATTR(_name, _fmt, _expr)				\
+static ssize_t nz_rail_##_name##_show(struct device *d,		\
+				      struct device_attribute *a,	\
+				      char *buf)			\
+{									\
+	struct nz_rail *rail = nz_dev_rail(d);				\
+									\
+	return sysfs_emit(buf, _fmt "\n", _expr);			\
+}									\
+static struct device_attribute nz_rail_attr_##_name =			\
+	__ATTR(_name, 0444, nz_rail_##_name##_show, NULL)
+
+static const char *nz_rail_proto_name(const struct nz_rail *rail)
+{
+	return rail->proto == NZ_PROTO_RDMA ? "rdma" : "tcp";
+}
+
+static const char *nz_rail_state_name(const struct nz_rail *rail)
+{
+	switch (nz_rail_state(rail)) {
+	case NZ_RAIL_UP:
+		return "up";
+	case NZ_RAIL_ADMIN_DOWN:
+		return "admin-down";
+	case NZ_RAIL_NO_LINK:
+		return "no-link";
+	default:
+		return "failed";
+	}
+}
+
+NZ_RAIL_ATTR(id, "%u", rail->id);
+NZ_RAIL_ATTR(proto, "%s", nz_rail_proto_name(rail));
+NZ_RAIL_ATTR(dev, "%s", rail->dev);
+NZ_RAIL_ATTR(addr, "%pI4", &rail->addr);
+NZ_RAIL_ATTR(port, "%u", rail->port);
+NZ_RAIL_ATTR(weight, "%u", READ_ONCE(rail->weight));
+NZ_RAIL_ATTR(state, "%s", nz_rail_state_name(rail));
+NZ_RAIL_ATTR(bytes_tx, "%lld", atomic64_read(&rail->stats.bytes_tx));
+NZ_RAIL_ATTR(bytes_rx, "%lld", atomic64_read(&rail->stats.bytes_rx));
+NZ_RAIL_ATTR(chunks_tx, "%lld", atomic64_read(&rail->stats.chunks_tx));
+NZ_RAIL_ATTR(chunks_rx, "%lld", atomic64_read(&rail->stats.chunks_rx));
+NZ_RAIL_ATTR(errors, "%lld", atomic64_read(&rail->stats.errors));
+NZ_RAIL_ATTR(handshakes_refused, "%lld",
+	     atomic64_read(&rail->stats.hs_refused));
+NZ_RAIL_ATTR(conns, "%d", atomic_read(&rail->stats.conns));
+
+static struct attribute *nz_rail_info_attrs[] = {
+	&nz_rail_attr_id.attr,
+	&nz_rail_attr_proto.attr,
+	&nz_rail_attr_dev.attr,
+	&nz_rail_attr_addr.attr,
+	&nz_rail_attr_port.attr,
+	&nz_rail_attr_weight.attr,
+	&nz_rail_attr_state.attr,
+	NULL,
+};
+
+static const struct attribute_group nz_rail_info_group = {
+	.attrs = nz_rail_info_attrs,
+};
+
+static struct attribute *nz_rail_stats_attrs[] = {
+	&nz_rail_attr_bytes_tx.attr,
+	&nz_rail_attr_bytes_rx.attr,
+	&nz_rail_attr_chunks_tx.attr,
+	&nz_rail_attr_chunks_rx.attr,
+	&nz_rail_attr_errors.attr,
+	&nz_rail_attr_handshakes_refused.attr,
+	&nz_rail_attr_conns.attr,
+	NULL,
+};
+
+static const struct attribute_group nz_rail_stats_group = {
+	.name = "stats",
+	.attrs = nz_rail_stats_attrs,
+};
+
+static const struct attribute_group *nz_rail_groups[] = {
+	&nz_rail_info_group,
+	&nz_rail_stats_group,
+	NULL,
+};
+
+int nz_sysfs_rail_add(struct nz_rail *rail)
+{
+	struct device *d;
+
+	d = device_create_with_groups(nz_class, nz_dev, MKDEV(0, 0), rail,
+				      nz_rail_groups, "rail-%s", rail->name);
+	if (IS_ERR(d))
+		return PTR_ERR(d);
+	rail->sysdev = d;
+	return 0;
+}
+
+void nz_sysfs_rail_del(struct nz_rail *rail)
+{
+	device_unregister(rail->sysdev);
+	rail->sysdev = NULL;
+}
 
 int nz_sysfs_init(void)
 {

@@ -8,6 +8,8 @@
 static const struct nzb_mode nzb_modes[] = {
 	{ "nop", nzb_bench_nop,
 	  "NOP commands/s through /dev/nezha vs io_uring's own IORING_OP_NOP" },
+	{ "p2p", nzb_bench_p2p,
+	  "point-to-point bandwidth and latency between 2 ranks (torchrun env)" },
 };
 
 #define NZB_NMODES (sizeof(nzb_modes) / sizeof(nzb_modes[0]))

@@ -10,6 +10,7 @@ static int nzctl_help(int argc, char **argv);
 static const struct nzctl_cmd nzctl_cmds[] = {
 	{ "version", nzctl_version, "versions of nezhactl, libnezha and the module" },
 	{ "show", nzctl_show, "module status and command counters" },
+	{ "rail", nzctl_rail, "add, delete, change and show rails" },
 	{ "help", nzctl_help, "this list" },
 };
 

@@ -98,6 +98,166 @@ void nz_sqe_nop(struct nz_sqe *cmd, uint32_t flags, int32_t result,
 /* The library's own version string, e.g. "0.1.0". */
 const char *nz_library_version(void);
 
+/* ---- Communicators and point-to-point ---- */
+
+/*
+ * A communicator is the set of ranks of one job, joined by every rail that
+ * all of them have.  nz_comm_init() rendezvouses with the other ranks over
+ * TCP at master_addr:master_port (rank 0 listens there; the others connect),
+ * agrees on a job id, a secret and the rail table, then has the module
+ * connect every pair of ranks on every rail.
+ *
+ * The rendezvous network must be trusted: the job's secret crosses it in
+ * clear, as with the bootstraps of Gloo and NCCL.  The secret is what the
+ * modules use to authenticate each other's rail connections.
+ *
+ * A communicator owns one queue and is not thread safe: use one
+ * communicator per thread, or serialise every call on it with a lock.
+ */
+struct nz_comm;
+struct nz_request;
+
+/* Options of nz_comm_init(); zero-initialise and set what you need. */
+struct nz_comm_opts {
+	int rank;		/* this rank, 0..size-1 */
+	int size;		/* ranks in the job, 1..NZ_MAX_RANKS */
+	const char *master_addr;/* rank 0's host name or address (size > 1) */
+	int master_port;	/* its TCP port, 1..65535 (size > 1) */
+	int timeout_ms;		/* bound of each set-up phase (rendezvous,
+				 * connections); 0 = NZ_DEFAULT_TIMEOUT_MS */
+	unsigned int unit;	/* chunk unit in bytes; 0 = module default */
+	const char *const *rails; /* NULL, or a NULL-terminated list of
+				   * rail names to restrict the job to */
+	unsigned int flags;	/* NZ_COMM_F_* */
+	unsigned int op_timeout_ms; /* default timeout of each transfer in the
+				     * module; 0 = the module's default */
+	int wait_timeout_ms;	/* bound of the blocking calls (nz_wait,
+				 * nz_waitall, nz_send, nz_recv); <= 0 = none,
+				 * rely on the module's transfer timeout */
+};
+
+/* Log the rendezvous and set-up steps on stderr. */
+#define NZ_COMM_F_VERBOSE	(1U << 0)
+#define NZ_COMM_FLAGS		NZ_COMM_F_VERBOSE
+
+/*
+ * Join the job: open /dev/nezha, list the local rails (those up, with a
+ * non-zero weight, and named in opts->rails if given), rendezvous, create
+ * the communicator in the module and wait until every rail connection to
+ * every peer is up.  Every rank of the job must call it with the same size,
+ * master and unit.  size 1 is legal (no peers, no rendezvous).
+ * Returns 0 and *out, or a negative errno with nz_last_error() explaining:
+ * -EINVAL bad options, -ENOENT module not loaded, -ETIMEDOUT a rank or a
+ * rail connection missing at the timeout, -EEXIST rank taken, -ENODEV no
+ * rail common to every rank, -EPROTO incompatible library or module.
+ */
+int nz_comm_init(struct nz_comm **out, const struct nz_comm_opts *opts);
+
+/*
+ * nz_comm_init() from the environment: RANK and WORLD_SIZE (torchrun), or
+ * OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (Open MPI); MASTER_ADDR and
+ * MASTER_PORT (required above one rank); optional NEZHA_TIMEOUT_MS,
+ * NEZHA_WAIT_TIMEOUT_MS, NEZHA_RAILS (comma-separated rail names) and
+ * NEZHA_DEBUG=1 (NZ_COMM_F_VERBOSE).
+ */
+int nz_comm_init_env(struct nz_comm **out);
+
+/*
+ * Leave the job and free the communicator and its requests.  Call it with
+ * no request in flight; those still in flight are cancelled by the module
+ * (their buffers may be written until the module completes them).
+ * Accepts NULL.
+ */
+void nz_comm_destroy(struct nz_comm *comm);
+
+/* This rank, the number of ranks (-EINVAL for a NULL comm). */
+int nz_comm_rank(const struct nz_comm *comm);
+int nz_comm_size(const struct nz_comm *comm);
+
+/* Rail slots of the job and their names (NULL when slot is out of range). */
+int nz_comm_nrails(const struct nz_comm *comm);
+const char *nz_comm_rail_name(const struct nz_comm *comm, int slot);
+
+/* Change the bound of the blocking calls (<= 0: none).  Returns 0. */
+int nz_comm_set_wait_timeout(struct nz_comm *comm, int timeout_ms);
+
+/*
+ * Register buf[0..len) as an io_uring fixed buffer (pinned memory): a
+ * transfer whose buffer lies entirely inside a registered one is submitted
+ * with its fixed index, which spares the module the page pinning of every
+ * transfer.  *index receives the index.  Returns -EBUSY while requests are
+ * in flight, -ENOSPC when NZ_COMM_MAX_BUFFERS are registered, -EOPNOTSUPP
+ * when the module has no NZ_FEAT_FIXED_BUF, -ENOMEM when the memory-lock
+ * limit is reached (ulimit -l).
+ */
+#define NZ_COMM_MAX_BUFFERS	64
+int nz_comm_register_buffer(struct nz_comm *comm, void *buf, size_t len,
+			    int *index);
+/* Forget registered buffer index (-EBUSY while requests are in flight). */
+int nz_comm_unregister_buffer(struct nz_comm *comm, int index);
+
+/* Outcome of a completed request. */
+struct nz_status {
+	int peer;		/* the peer rank */
+	uint64_t tag;		/* the tag */
+	size_t bytes;		/* bytes moved; for a receive, the message's
+				 * length */
+	int error;		/* 0, or the transfer's negative errno */
+};
+
+/*
+ * Start sending len bytes at buf to rank peer under tag; *req receives the
+ * request, to be completed by nz_wait(), nz_test() or nz_waitall().  The
+ * buffer must stay untouched (send) or unread (receive) until then.
+ * Messages between two ranks on one tag are matched in the order they were
+ * started.  Returns 0, -EINVAL (bad comm, peer or self, NULL buffer with a
+ * length), -EBUSY (NZ_COMM_MAX_INFLIGHT requests in flight) or a
+ * submission error.
+ */
+#define NZ_COMM_MAX_INFLIGHT	512
+int nz_isend(struct nz_comm *comm, const void *buf, size_t len, int peer,
+	     uint64_t tag, struct nz_request **req);
+/* Start receiving a message of at most len bytes from peer under tag. */
+int nz_irecv(struct nz_comm *comm, void *buf, size_t len, int peer,
+	     uint64_t tag, struct nz_request **req);
+
+/*
+ * Wait until req completes, fill *status (may be NULL) and free req.
+ * Returns the transfer's outcome: 0, or its negative errno (-EMSGSIZE
+ * message longer than the receive buffer, -ETIMEDOUT, -ENETDOWN no rail
+ * left, -ECANCELED).  Returns -ETIME (the communicator's wait timeout
+ * passed) or -EINTR (a signal) with req still pending and valid.
+ */
+int nz_wait(struct nz_request *req, struct nz_status *status);
+
+/*
+ * If req has completed: fill *status (may be NULL), free req and return 0
+ * (the outcome is status->error).  Otherwise return -EAGAIN.
+ */
+int nz_test(struct nz_request *req, struct nz_status *status);
+
+/*
+ * Wait for n requests (NULL entries are skipped; each completed entry is
+ * freed and set to NULL).  statuses, if not NULL, has n entries.  Returns
+ * 0 when all succeeded, the first failure's errno otherwise, or -ETIME /
+ * -EINTR with the unfinished requests left in place.
+ */
+int nz_waitall(struct nz_request **reqs, unsigned int n,
+	       struct nz_status *statuses);
+
+/* Blocking send and receive: nz_isend/nz_irecv followed by nz_wait. */
+int nz_send(struct nz_comm *comm, const void *buf, size_t len, int peer,
+	    uint64_t tag);
+int nz_recv(struct nz_comm *comm, void *buf, size_t len, int peer,
+	    uint64_t tag, size_t *received);
+
+/*
+ * A description of the last failure of a libnezha call in this thread
+ * (thread-local; "" when there was none), e.g. "rendezvous: rank 3 of 4
+ * did not connect to 10.0.0.1:29500 within 30000 ms".
+ */
+const char *nz_last_error(void);
+
 #ifdef __cplusplus
 }
 #endif

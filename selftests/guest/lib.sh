@@ -8,6 +8,8 @@ NZ_KO=${NZ_KO:-$NZ_TOP/nezha.ko}
 NZ_BIN=$NZ_TOP/build
 _tap_n=0
 _tap_fail=0
+# devtmpfs has no /dev/fd; bash process substitution needs it.
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd 2>/dev/null
 
 ok() {		# ok NAME: record a pass
 	_tap_n=$((_tap_n + 1)); echo "ok $_tap_n - $1"

@@ -125,8 +125,99 @@ struct nz_sqe {
 	__u64	rsvd;		/* must be 0 */
 };
 
+/* Rail protocols and states (also used by the netlink family). */
+enum nz_rail_proto {
+	NZ_PROTO_TCP	= 1,
+	NZ_PROTO_RDMA	= 2,
+};
+
+enum nz_rail_state {
+	NZ_RAIL_UP		= 1,	/* usable */
+	NZ_RAIL_ADMIN_DOWN	= 2,	/* nezhactl rail set NAME down */
+	NZ_RAIL_NO_LINK		= 3,	/* its device is down or gone */
+	NZ_RAIL_FAILED		= 4,	/* its listener could not be set up */
+};
+
+#define NZ_DEFAULT_PORT		7470
+#define NZ_DEFAULT_WEIGHT	100
+#define NZ_MAX_WEIGHT		10000
+#define NZ_DEFAULT_UNIT		(64 * 1024)	/* chunk unit, bytes */
+#define NZ_MIN_UNIT		4096
+#define NZ_MAX_UNIT		(4 * 1024 * 1024)
+#define NZ_DEFAULT_TIMEOUT_MS	30000
+
+/* One configured rail, as NZ_IOC_RAIL_LIST reports it. */
+struct nz_rail_info {
+	char	name[NZ_RAIL_NAME_LEN];	/* NUL terminated */
+	__u32	id;		/* index in the module's rail table */
+	__u32	proto;		/* enum nz_rail_proto */
+	__u32	state;		/* enum nz_rail_state */
+	__u32	weight;		/* configured weight, 0 = excluded */
+	__be32	addr;		/* IPv4 address the rail listens on */
+	__be16	port;		/* its TCP port (network order) */
+	__u16	rsvd;
+};
+
+/*
+ * NZ_IOC_RAIL_LIST: in: count = capacity of the array at rails; out: count
+ * = number of rails configured (may exceed the capacity; only capacity
+ * entries are written).
+ */
+struct nz_rail_list {
+	__u32	count;
+	__u32	rsvd;
+	__u64	rails;		/* user pointer to struct nz_rail_info[] */
+};
+
+/* Where rank r listens on rail slot s: addrs[r * nrails + s]. */
+struct nz_comm_addr {
+	__be32	addr;		/* IPv4, network order */
+	__be16	port;		/* network order */
+	__u16	rsvd;
+};
+
+/*
+ * NZ_IOC_COMM_CREATE: create a communicator on this file.  Every rank of a
+ * job passes the same job_id, secret, size, nrails, unit and address
+ * table, and its own rank; rail slot s is the local rail named rails[s].
+ * The module then connects every pair of ranks on every slot (the higher
+ * rank connects to the lower one) and proves knowledge of the secret in the
+ * handshake.  Returns with comm_id filled in; connections come up in the
+ * background (see NZ_IOC_COMM_WAIT).
+ */
+struct nz_comm_create {
+	__u64	job_id;			/* in: same on every rank */
+	__u8	secret[NZ_SECRET_LEN];	/* in: same on every rank */
+	__u32	rank;			/* in: this rank, < size */
+	__u32	size;			/* in: ranks, 1..NZ_MAX_RANKS */
+	__u32	nrails;			/* in: rail slots, 1..NZ_MAX_RAILS */
+	__u32	unit;			/* in: chunk unit, 0 = default */
+	__u32	timeout_ms;		/* in: default command timeout, 0 = default */
+	__u32	comm_id;		/* out: handle for nz_sqe.comm_id */
+	char	rails[NZ_MAX_RAILS][NZ_RAIL_NAME_LEN];	/* in: local rails */
+	__u64	addrs;			/* in: struct nz_comm_addr[size * nrails] */
+	__u64	rsvd[4];
+};
+
+/*
+ * NZ_IOC_COMM_WAIT: wait up to timeout_ms (interruptible) until every
+ * (peer, rail slot) connection of comm_id is up.  Returns 0 when all are,
+ * -ETIMEDOUT otherwise; up/expected report the counts either way.
+ */
+struct nz_comm_wait {
+	__u32	comm_id;	/* in */
+	__u32	timeout_ms;	/* in */
+	__u32	up;		/* out: connections established */
+	__u32	expected;	/* out: (size - 1) * nrails */
+	__u64	rsvd;
+};
+
 /* ioctls on /dev/nezha, for set-up and tools. */
 #define NZ_IOC_MAGIC		0xE7
 #define NZ_IOC_VERSION		_IOR(NZ_IOC_MAGIC, 0x00, struct nz_version)
+#define NZ_IOC_RAIL_LIST	_IOWR(NZ_IOC_MAGIC, 0x01, struct nz_rail_list)
+#define NZ_IOC_COMM_CREATE	_IOWR(NZ_IOC_MAGIC, 0x02, struct nz_comm_create)
+#define NZ_IOC_COMM_WAIT	_IOWR(NZ_IOC_MAGIC, 0x03, struct nz_comm_wait)
+#define NZ_IOC_COMM_DESTROY	_IOW(NZ_IOC_MAGIC, 0x04, __u32)
 
 #endif /* _UAPI_LINUX_NEZHA_H */

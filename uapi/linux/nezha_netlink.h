@@ -14,6 +14,32 @@
  *          NZ_A_OPEN_FILES     u32     open files of /dev/nezha
  *          NZ_A_INFLIGHT       u32     commands queued, not completed
  *          NZ_A_STATS          nested  NZ_STAT_* u64 counters
+ *
+ * NZ_CMD_RAIL_ADD (CAP_NET_ADMIN)
+ *   request: NZ_A_RAIL_NAME    string  1..15 chars [A-Za-z0-9_.-], unique
+ *            NZ_A_RAIL_PROTO   u32     enum nz_rail_proto
+ *            NZ_A_RAIL_DEV     string  netdev (TCP) or IB device (RDMA)
+ *            NZ_A_RAIL_ADDR    be32    optional: IPv4 address to listen on
+ *                                      (default: the device's first one)
+ *            NZ_A_RAIL_PORT    u16     optional: TCP port (NZ_DEFAULT_PORT)
+ *            NZ_A_RAIL_WEIGHT  u32     optional: 0..NZ_MAX_WEIGHT (100)
+ *   errors: -EEXIST name taken, -ENODEV no such device, -EADDRNOTAVAIL
+ *           address not on the device, -ENOSPC NZ_MAX_RAILS reached,
+ *           -EPROTONOSUPPORT protocol not built in, -EINVAL bad attribute.
+ *
+ * NZ_CMD_RAIL_DEL (CAP_NET_ADMIN)
+ *   request: NZ_A_RAIL_NAME; connections on the rail are closed.
+ *
+ * NZ_CMD_RAIL_SET (CAP_NET_ADMIN)
+ *   request: NZ_A_RAIL_NAME and at least one of
+ *            NZ_A_RAIL_WEIGHT  u32     new weight (0 excludes the rail)
+ *            NZ_A_RAIL_ADMIN   u8      1 = up, 0 = administratively down
+ *
+ * NZ_CMD_RAIL_GET (doit with NZ_A_RAIL_NAME, or dump: one message a rail)
+ *   reply:   NZ_A_RAIL_NAME, NZ_A_RAIL_ID u32, NZ_A_RAIL_PROTO,
+ *            NZ_A_RAIL_DEV, NZ_A_RAIL_IFINDEX u32, NZ_A_RAIL_ADDR,
+ *            NZ_A_RAIL_PORT, NZ_A_RAIL_WEIGHT, NZ_A_RAIL_STATE u32
+ *            (enum nz_rail_state), NZ_A_RAIL_STATS nested NZ_RSTAT_* u64
  */
 #ifndef _UAPI_LINUX_NEZHA_NETLINK_H
 #define _UAPI_LINUX_NEZHA_NETLINK_H
@@ -24,6 +50,10 @@
 enum nz_genl_cmd {
 	NZ_CMD_UNSPEC,
 	NZ_CMD_GET_INFO,
+	NZ_CMD_RAIL_ADD,
+	NZ_CMD_RAIL_DEL,
+	NZ_CMD_RAIL_SET,
+	NZ_CMD_RAIL_GET,
 	__NZ_CMD_GENL_MAX,
 };
 #define NZ_CMD_GENL_MAX (__NZ_CMD_GENL_MAX - 1)
@@ -37,6 +67,17 @@ enum nz_genl_attr {
 	NZ_A_OPEN_FILES,	/* u32 */
 	NZ_A_INFLIGHT,		/* u32 */
 	NZ_A_STATS,		/* nested: enum nz_genl_stat */
+	NZ_A_RAIL_NAME,		/* string */
+	NZ_A_RAIL_ID,		/* u32 */
+	NZ_A_RAIL_PROTO,	/* u32: enum nz_rail_proto */
+	NZ_A_RAIL_DEV,		/* string */
+	NZ_A_RAIL_IFINDEX,	/* u32 */
+	NZ_A_RAIL_ADDR,		/* be32 */
+	NZ_A_RAIL_PORT,		/* u16 */
+	NZ_A_RAIL_WEIGHT,	/* u32 */
+	NZ_A_RAIL_STATE,	/* u32: enum nz_rail_state */
+	NZ_A_RAIL_ADMIN,	/* u8: 1 up, 0 down */
+	NZ_A_RAIL_STATS,	/* nested: enum nz_rail_stat */
 	__NZ_A_MAX,
 };
 #define NZ_A_MAX (__NZ_A_MAX - 1)
@@ -54,5 +95,20 @@ enum nz_genl_stat {
 	__NZ_STAT_MAX,
 };
 #define NZ_STAT_MAX (__NZ_STAT_MAX - 1)
+
+/* Attributes nested in NZ_A_RAIL_STATS, each a u64 counter. */
+enum nz_rail_stat {
+	NZ_RSTAT_UNSPEC,
+	NZ_RSTAT_PAD,
+	NZ_RSTAT_BYTES_TX,	/* payload bytes sent (DATA frames) */
+	NZ_RSTAT_BYTES_RX,	/* payload bytes received */
+	NZ_RSTAT_CHUNKS_TX,	/* DATA frames sent */
+	NZ_RSTAT_CHUNKS_RX,	/* DATA frames received */
+	NZ_RSTAT_ERRORS,	/* connections closed on an error */
+	NZ_RSTAT_HS_REFUSED,	/* handshakes refused (bad secret, ...) */
+	NZ_RSTAT_CONNS,		/* connections currently up */
+	__NZ_RSTAT_MAX,
+};
+#define NZ_RSTAT_MAX (__NZ_RSTAT_MAX - 1)
 
 #endif /* _UAPI_LINUX_NEZHA_NETLINK_H */

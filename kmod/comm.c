@@ -1,0 +1,637 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Communicators and their connections: creation from NZ_IOC_COMM_CREATE,
+ * the (peer, rail slot) connection objects and their transport state
+ * coming and going, and teardown.  Messages are in msg.c.
+ */
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <crypto/hash.h>
+#include "comm.h"
+#include "transport.h"
+
+/* Largest message: the wire carries 64-bit lengths; keep it sane. */
+#define NZ_MAX_MSG		(1ULL << 40)
+#define NZ_MAX_TIMEOUT_MS	(3600U * 1000)
+
+static LIST_HEAD(nz_comms);		/* every communicator, for accepts */
+static DEFINE_MUTEX(nz_comms_lock);
+
+static void nz_comm_release(struct kref *ref)
+{
+	struct nz_comm *comm = container_of(ref, struct nz_comm, ref);
+	u32 r, s;
+
+	for (r = 0; r < comm->size; r++) {
+		if (!comm->peers[r])
+			continue;
+		nz_peer_free_tags(comm->peers[r]);
+		kfree(comm->peers[r]);
+	}
+	kfree(comm->peers);
+	kvfree(comm->addrs);
+	for (s = 0; s < comm->nrails; s++)
+		if (comm->rails[s])
+			nz_rail_put(comm->rails[s]);
+	if (!IS_ERR_OR_NULL(comm->hmac))
+		crypto_free_shash(comm->hmac);
+	memzero_explicit(comm->secret, sizeof(comm->secret));
+	kfree(comm);
+}
+
+void nz_comm_put(struct nz_comm *comm)
+{
+	kref_put(&comm->ref, nz_comm_release);
+}
+
+struct nz_comm *nz_comm_find_job(u64 job_id, u32 rank)
+{
+	struct nz_comm *comm, *found = NULL;
+
+	mutex_lock(&nz_comms_lock);
+	list_for_each_entry(comm, &nz_comms, node) {
+		if (comm->job_id == job_id && comm->rank == rank) {
+			kref_get(&comm->ref);
+			found = comm;
+			break;
+		}
+	}
+	mutex_unlock(&nz_comms_lock);
+	return found;
+}
+
+struct nz_comm *nz_file_comm_get(struct nz_file *f, u32 id)
+{
+	struct nz_comm *comm, *found = NULL;
+
+	mutex_lock(&f->comm_lock);
+	list_for_each_entry(comm, &f->comms, node_file) {
+		if (comm->id == id) {
+			kref_get(&comm->ref);
+			found = comm;
+			break;
+		}
+	}
+	mutex_unlock(&f->comm_lock);
+	return found;
+}
+
+int nz_comm_mac(struct nz_comm *comm, const u8 *in, unsigned int len, u8 *out)
+{
+	SHASH_DESC_ON_STACK(desc, comm->hmac);
+	int ret;
+
+	desc->tfm = comm->hmac;
+	ret = crypto_shash_digest(desc, in, len, out);
+	shash_desc_zero(desc);
+	return ret;
+}
+
+struct nz_conn *nz_comm_conn(struct nz_comm *comm, u32 rank, u32 slot)
+{
+	if (rank >= comm->size || slot >= comm->nrails || !comm->peers[rank])
+		return NULL;
+	return &comm->peers[rank]->conns[slot];
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+void nz_conn_kick(struct nz_conn *conn)
+{
+	spin_lock_bh(&conn->kick_lock);
+	if (conn->tp && !conn->tp_dead)
+		conn->rail->ops->conn_kick(conn);
+	spin_unlock_bh(&conn->kick_lock);
+}
+
+static void nz_peer_kick_all(struct nz_peer *p)
+{
+	u32 s;
+
+	for (s = 0; s < p->comm->nrails; s++)
+		nz_conn_kick(&p->conns[s]);
+}
+
+int nz_conn_attach(struct nz_conn *conn, void *tp)
+{
+	struct nz_peer *p = conn->peer;
+
+	lockdep_assert_held(&conn->io_lock);
+	spin_lock_bh(&p->lock);
+	if (conn->state == NZ_CONN_DEAD || conn->tp) {
+		spin_unlock_bh(&p->lock);
+		return -ESHUTDOWN;
+	}
+	conn->state = NZ_CONN_UP;
+	p->conns_up++;
+	spin_unlock_bh(&p->lock);
+
+	spin_lock_bh(&conn->kick_lock);
+	conn->tp = tp;
+	conn->tp_dead = false;
+	spin_unlock_bh(&conn->kick_lock);
+	atomic_inc(&conn->rail->stats.conns);
+	nz_health_conn_up(conn);
+	wake_up_all(&p->comm->waitq);
+	nz_peer_kick_all(p);
+	return 0;
+}
+
+/*
+ * Close the connection's transport state.  Its unacknowledged chunks go
+ * back to the peer for the surviving connections; its pending control
+ * frames are dropped (the other side resends what it did not see acked).
+ */
+void nz_conn_detach(struct nz_conn *conn, int err)
+{
+	struct nz_peer *p = conn->peer;
+
+	lockdep_assert_held(&conn->io_lock);
+	if (!conn->tp)
+		return;
+	spin_lock_bh(&conn->kick_lock);
+	conn->tp_dead = true;
+	spin_unlock_bh(&conn->kick_lock);
+	conn->rail->ops->conn_close(conn);
+	spin_lock_bh(&conn->kick_lock);
+	conn->tp = NULL;
+	spin_unlock_bh(&conn->kick_lock);
+
+	spin_lock_bh(&p->lock);
+	if (conn->state == NZ_CONN_UP) {
+		p->conns_up--;
+		atomic_dec(&conn->rail->stats.conns);
+		conn->state = NZ_CONN_IDLE;
+	}
+	spin_unlock_bh(&p->lock);
+	if (err)
+		atomic64_inc(&conn->rail->stats.errors);
+	nz_conn_requeue_chunks(conn);
+	nz_conn_free_ctrl(conn);
+	wake_up_all(&p->comm->waitq);
+	nz_peer_kick_all(p);
+}
+
+static void nz_conn_fail_work(struct work_struct *work)
+{
+	struct nz_conn *conn = container_of(work, struct nz_conn, fail_work);
+	void *tp;
+
+	mutex_lock(&conn->io_lock);
+	spin_lock_bh(&conn->kick_lock);
+	tp = conn->fail_tp;
+	conn->fail_tp = NULL;
+	spin_unlock_bh(&conn->kick_lock);
+	if (tp && conn->tp == tp) {
+		pr_info("rail %s: connection to rank %u lost (%d)\n",
+			conn->rail->name, conn->peer->rank, conn->fail_err);
+		nz_conn_detach(conn, conn->fail_err);
+		if (conn->client)
+			nz_health_conn_retry(conn);
+	}
+	mutex_unlock(&conn->io_lock);
+}
+
+/* The transport saw tp fail; tear it down from process context. */
+void nz_conn_fail(struct nz_conn *conn, void *tp, int err)
+{
+	spin_lock_bh(&conn->kick_lock);
+	if (!conn->fail_tp) {
+		conn->fail_tp = tp;
+		conn->fail_err = err;
+	}
+	spin_unlock_bh(&conn->kick_lock);
+	queue_work(nz_wq, &conn->fail_work);
+}
+
+static bool nz_rail_usable(const struct nz_rail *rail)
+{
+	return !READ_ONCE(rail->dead) && !READ_ONCE(rail->admin_down);
+}
+
+static void nz_conn_connect_work(struct work_struct *work)
+{
+	struct nz_conn *conn = container_of(to_delayed_work(work),
+					    struct nz_conn, connect_work);
+	int ret;
+
+	if (conn->state == NZ_CONN_DEAD || conn->tp)
+		return;
+	if (!nz_rail_usable(conn->rail)) {
+		if (!READ_ONCE(conn->rail->dead))
+			nz_health_conn_retry(conn);
+		return;
+	}
+	ret = conn->rail->ops->conn_connect(conn);
+	if (ret && ret != -ESHUTDOWN)
+		nz_health_conn_retry(conn);
+}
+
+static void nz_conn_init(struct nz_peer *p, u32 slot)
+{
+	struct nz_conn *conn = &p->conns[slot];
+
+	conn->peer = p;
+	conn->slot = slot;
+	conn->rail = p->comm->rails[slot];
+	conn->client = p->comm->rank > p->rank;
+	conn->state = NZ_CONN_IDLE;
+	mutex_init(&conn->io_lock);
+	spin_lock_init(&conn->kick_lock);
+	INIT_LIST_HEAD(&conn->chunks);
+	INIT_LIST_HEAD(&conn->ctrl);
+	INIT_DELAYED_WORK(&conn->connect_work, nz_conn_connect_work);
+	INIT_WORK(&conn->fail_work, nz_conn_fail_work);
+}
+
+/* Stop a connection for good: no reconnect, no transport, no chunks. */
+static void nz_conn_shutdown(struct nz_conn *conn)
+{
+	spin_lock_bh(&conn->peer->lock);
+	conn->state = NZ_CONN_DEAD;
+	spin_unlock_bh(&conn->peer->lock);
+	cancel_delayed_work_sync(&conn->connect_work);
+	cancel_work_sync(&conn->fail_work);
+	mutex_lock(&conn->io_lock);
+	nz_conn_detach(conn, 0);
+	mutex_unlock(&conn->io_lock);
+	nz_conn_drop_chunks(conn);
+	nz_conn_free_ctrl(conn);
+}
+
+/* ---- communicators --------------------------------------------------------- */
+
+static int nz_comm_check_create(const struct nz_comm_create *cc)
+{
+	u32 i;
+
+	for (i = 0; i < ARRAY_SIZE(cc->rsvd); i++)
+		if (cc->rsvd[i])
+			return -EINVAL;
+	if (!cc->size || cc->size > NZ_MAX_RANKS || cc->rank >= cc->size)
+		return -EINVAL;
+	if (!cc->nrails || cc->nrails > NZ_MAX_RAILS)
+		return -EINVAL;
+	if (cc->unit && !nz_wire_unit_ok(cc->unit))
+		return -EINVAL;
+	if (cc->timeout_ms > NZ_MAX_TIMEOUT_MS)
+		return -EINVAL;
+	for (i = 0; i < NZ_MAX_RAILS; i++) {
+		size_t n = strnlen(cc->rails[i], NZ_RAIL_NAME_LEN);
+
+		if (n == NZ_RAIL_NAME_LEN || (i < cc->nrails) != (n > 0))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int nz_comm_get_rails(struct nz_comm *comm,
+			     const struct nz_comm_create *cc)
+{
+	u32 s, t;
+
+	for (s = 0; s < comm->nrails; s++) {
+		comm->rails[s] = nz_rail_get(cc->rails[s]);
+		if (!comm->rails[s])
+			return -ENODEV;
+		for (t = 0; t < s; t++)
+			if (comm->rails[t] == comm->rails[s])
+				return -EINVAL;
+		if (comm->rails[s]->proto != NZ_PROTO_TCP)
+			return -EPROTONOSUPPORT;
+	}
+	return 0;
+}
+
+static int nz_comm_get_addrs(struct nz_comm *comm, u64 uaddr)
+{
+	size_t n = (size_t)comm->size * comm->nrails, i;
+
+	comm->addrs = kvmalloc_array(n, sizeof(*comm->addrs), GFP_KERNEL);
+	if (!comm->addrs)
+		return -ENOMEM;
+	if (copy_from_user(comm->addrs, u64_to_user_ptr(uaddr),
+			   n * sizeof(*comm->addrs)))
+		return -EFAULT;
+	for (i = 0; i < n; i++)
+		if (comm->addrs[i].rsvd ||
+		    (i / comm->nrails != comm->rank &&
+		     (!comm->addrs[i].addr || !comm->addrs[i].port)))
+			return -EINVAL;
+	return 0;
+}
+
+static int nz_comm_alloc_peers(struct nz_comm *comm)
+{
+	struct nz_peer *p;
+	u32 r, s;
+
+	comm->peers = kcalloc(comm->size, sizeof(*comm->peers), GFP_KERNEL);
+	if (!comm->peers)
+		return -ENOMEM;
+	for (r = 0; r < comm->size; r++) {
+		if (r == comm->rank)
+			continue;
+		p = kzalloc(sizeof(*p), GFP_KERNEL);
+		if (!p)
+			return -ENOMEM;
+		comm->peers[r] = p;
+		p->comm = comm;
+		p->rank = r;
+		spin_lock_init(&p->lock);
+		p->next_msg_id = 1;
+		INIT_LIST_HEAD(&p->tx_msgs);
+		INIT_LIST_HEAD(&p->resend);
+		INIT_LIST_HEAD(&p->rx_msgs);
+		INIT_LIST_HEAD(&p->posted);
+		nz_seqwin_init(&p->rxwin);
+		for (s = 0; s < comm->nrails; s++)
+			nz_conn_init(p, s);
+	}
+	return 0;
+}
+
+static struct nz_comm *nz_comm_new(const struct nz_comm_create *cc)
+{
+	struct nz_comm *comm;
+	int ret;
+
+	comm = kzalloc(sizeof(*comm), GFP_KERNEL);
+	if (!comm)
+		return ERR_PTR(-ENOMEM);
+	kref_init(&comm->ref);
+	INIT_LIST_HEAD(&comm->node);
+	INIT_LIST_HEAD(&comm->node_file);
+	init_waitqueue_head(&comm->waitq);
+	comm->job_id = cc->job_id;
+	memcpy(comm->secret, cc->secret, sizeof(comm->secret));
+	comm->rank = cc->rank;
+	comm->size = cc->size;
+	comm->nrails = cc->nrails;
+	comm->unit = cc->unit ? cc->unit : NZ_DEFAULT_UNIT;
+	comm->timeout_ms = cc->timeout_ms ? cc->timeout_ms :
+			   NZ_DEFAULT_TIMEOUT_MS;
+	comm->lim.max_msg = NZ_MAX_MSG;
+	comm->lim.max_payload = comm->unit;
+
+	ret = nz_comm_get_rails(comm, cc);
+	if (ret)
+		goto out_put;
+	ret = nz_comm_get_addrs(comm, cc->addrs);
+	if (ret)
+		goto out_put;
+	comm->hmac = crypto_alloc_shash("hmac(sha256)", 0, 0);
+	if (IS_ERR(comm->hmac)) {
+		ret = PTR_ERR(comm->hmac);
+		goto out_put;
+	}
+	ret = crypto_shash_setkey(comm->hmac, comm->secret,
+				  sizeof(comm->secret));
+	if (ret)
+		goto out_put;
+	ret = nz_comm_alloc_peers(comm);
+	if (ret)
+		goto out_put;
+	return comm;
+
+out_put:
+	nz_comm_put(comm);
+	return ERR_PTR(ret);
+}
+
+/* Make the communicator reachable: accepts find it, clients connect. */
+static int nz_comm_publish(struct nz_comm *comm)
+{
+	struct nz_comm *other;
+	u32 r, s;
+
+	mutex_lock(&nz_comms_lock);
+	list_for_each_entry(other, &nz_comms, node) {
+		if (other->job_id == comm->job_id &&
+		    other->rank == comm->rank) {
+			mutex_unlock(&nz_comms_lock);
+			return -EEXIST;
+		}
+	}
+	kref_get(&comm->ref);
+	list_add_tail(&comm->node, &nz_comms);
+	mutex_unlock(&nz_comms_lock);
+
+	nz_health_comm_start(comm);
+	for (r = 0; r < comm->size; r++)
+		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
+			if (comm->peers[r]->conns[s].client)
+				nz_health_conn_connect_in(&comm->peers[r]->conns[s], 0);
+	return 0;
+}
+
+static void nz_comm_destroy(struct nz_comm *comm)
+{
+	u32 r, s;
+
+	mutex_lock(&nz_comms_lock);
+	if (!list_empty(&comm->node)) {
+		list_del_init(&comm->node);
+		nz_comm_put(comm);		/* the list's reference */
+	}
+	mutex_unlock(&nz_comms_lock);
+
+	WRITE_ONCE(comm->dead, true);
+	wake_up_all(&comm->waitq);
+	nz_health_comm_stop(comm);
+	for (r = 0; r < comm->size; r++)
+		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
+			nz_conn_shutdown(&comm->peers[r]->conns[s]);
+	for (r = 0; r < comm->size; r++)
+		if (comm->peers[r])
+			nz_peer_fail_all(comm->peers[r], -ECANCELED);
+}
+
+int nz_comm_ioctl_create(struct nz_file *f, void __user *arg)
+{
+	struct nz_comm_create cc;
+	struct nz_comm *comm;
+	int ret;
+
+	if (copy_from_user(&cc, arg, sizeof(cc)))
+		return -EFAULT;
+	ret = nz_comm_check_create(&cc);
+	if (ret)
+		return ret;
+	comm = nz_comm_new(&cc);
+	memzero_explicit(cc.secret, sizeof(cc.secret));
+	if (IS_ERR(comm))
+		return PTR_ERR(comm);
+
+	mutex_lock(&f->comm_lock);
+	comm->id = ++f->next_comm_id;
+	comm->file = f;
+	list_add_tail(&comm->node_file, &f->comms);
+	mutex_unlock(&f->comm_lock);
+
+	ret = put_user(comm->id,
+		       &((struct nz_comm_create __user *)arg)->comm_id);
+	if (!ret)
+		ret = nz_comm_publish(comm);
+	if (ret) {
+		mutex_lock(&f->comm_lock);
+		list_del_init(&comm->node_file);
+		mutex_unlock(&f->comm_lock);
+		nz_comm_destroy(comm);
+		nz_comm_put(comm);
+		return ret;
+	}
+	pr_debug("comm %u: job %llx rank %u/%u, %u rails\n", comm->id,
+		 comm->job_id, comm->rank, comm->size, comm->nrails);
+	return 0;
+}
+
+static u32 nz_comm_conns_up(struct nz_comm *comm)
+{
+	u32 r, up = 0;
+
+	for (r = 0; r < comm->size; r++)
+		if (comm->peers[r])
+			up += READ_ONCE(comm->peers[r]->conns_up);
+	return up;
+}
+
+int nz_comm_ioctl_wait(struct nz_file *f, void __user *arg)
+{
+	struct nz_comm_wait w;
+	struct nz_comm *comm;
+	u32 expected;
+	long left;
+	int ret = 0;
+
+	if (copy_from_user(&w, arg, sizeof(w)))
+		return -EFAULT;
+	if (w.rsvd || w.timeout_ms > NZ_MAX_TIMEOUT_MS)
+		return -EINVAL;
+	comm = nz_file_comm_get(f, w.comm_id);
+	if (!comm)
+		return -EINVAL;
+	expected = (comm->size - 1) * comm->nrails;
+	left = wait_event_interruptible_timeout(comm->waitq,
+			nz_comm_conns_up(comm) >= expected ||
+			READ_ONCE(comm->dead),
+			msecs_to_jiffies(w.timeout_ms));
+	w.up = nz_comm_conns_up(comm);
+	w.expected = expected;
+	if (left < 0)
+		ret = left;
+	else if (w.up < expected)
+		ret = READ_ONCE(comm->dead) ? -ECANCELED : -ETIMEDOUT;
+	nz_comm_put(comm);
+	if (copy_to_user(arg, &w, sizeof(w)))
+		return -EFAULT;
+	return ret;
+}
+
+int nz_comm_ioctl_destroy(struct nz_file *f, void __user *arg)
+{
+	struct nz_comm *comm;
+	u32 id;
+
+	if (get_user(id, (u32 __user *)arg))
+		return -EFAULT;
+	mutex_lock(&f->comm_lock);
+	list_for_each_entry(comm, &f->comms, node_file) {
+		if (comm->id == id) {
+			list_del_init(&comm->node_file);
+			mutex_unlock(&f->comm_lock);
+			nz_comm_destroy(comm);
+			nz_comm_put(comm);
+			return 0;
+		}
+	}
+	mutex_unlock(&f->comm_lock);
+	return -EINVAL;
+}
+
+void nz_comm_file_release(struct nz_file *f)
+{
+	struct nz_comm *comm;
+
+	for (;;) {
+		mutex_lock(&f->comm_lock);
+		comm = list_first_entry_or_null(&f->comms, struct nz_comm,
+						node_file);
+		if (comm)
+			list_del_init(&comm->node_file);
+		mutex_unlock(&f->comm_lock);
+		if (!comm)
+			return;
+		nz_comm_destroy(comm);
+		nz_comm_put(comm);
+	}
+}
+
+/* ---- rails changing under communicators ------------------------------------ */
+
+static void nz_conn_close_for_rail(struct nz_conn *conn)
+{
+	mutex_lock(&conn->io_lock);
+	nz_conn_detach(conn, 0);
+	mutex_unlock(&conn->io_lock);
+}
+
+static void nz_conn_rail_update(struct nz_conn *conn)
+{
+	if (READ_ONCE(conn->rail->admin_down)) {
+		nz_conn_close_for_rail(conn);
+		return;
+	}
+	if (conn->client && !conn->tp)
+		nz_health_conn_connect_in(conn, 0);
+	nz_peer_kick_all(conn->peer);
+}
+
+/*
+ * Update every connection that uses rail (close them all when the rail is
+ * removed), outside nz_comms_lock since closing sleeps.
+ */
+static void nz_rail_conns_update(struct nz_rail *rail, bool removed)
+{
+	struct nz_comm **comms;
+	struct nz_comm *comm;
+	unsigned int n = 0, i, max = 0;
+	u32 r, s;
+
+	mutex_lock(&nz_comms_lock);
+	list_for_each_entry(comm, &nz_comms, node)
+		max++;
+	comms = kcalloc(max, sizeof(*comms), GFP_KERNEL);
+	list_for_each_entry(comm, &nz_comms, node) {
+		if (!comms || n == max)
+			break;
+		kref_get(&comm->ref);
+		comms[n++] = comm;
+	}
+	mutex_unlock(&nz_comms_lock);
+
+	for (i = 0; i < n; i++) {
+		comm = comms[i];
+		for (r = 0; r < comm->size; r++)
+			for (s = 0; comm->peers[r] && s < comm->nrails; s++)
+				if (comm->rails[s] != rail)
+					continue;
+				else if (removed)
+					nz_conn_close_for_rail(&comm->peers[r]->conns[s]);
+				else
+					nz_conn_rail_update(&comm->peers[r]->conns[s]);
+		nz_comm_put(comm);
+	}
+	kfree(comms);
+}
+
+void nz_comm_rail_removed(struct nz_rail *rail)
+{
+	nz_rail_conns_update(rail, true);
+}
+
+void nz_comm_rail_changed(struct nz_rail *rail)
+{
+	nz_rail_conns_update(rail, false);
+}

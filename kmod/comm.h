@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Communicators, peers, connections and messages.
+ *
+ * A communicator (one per NZ_IOC_COMM_CREATE) is a job's view of its ranks.
+ * For every other rank it has a peer, and for every (peer, rail slot) a
+ * connection whose transport socket or QP comes and goes (connect, fail,
+ * reconnect) while the connection object lives as long as the communicator.
+ *
+ * Messages: a send is cut into chunks that any connection of the peer may
+ * carry; the sender keeps every chunk until its ACK arrives, so a chunk of a
+ * connection that dies is sent again on another one.  A receive is matched
+ * to an incoming message by (tag, tag_seq); a message that arrives before
+ * its receive is held in a kernel buffer within a budget.
+ *
+ * Locking: peer->lock (a spinlock, taken with _bh) protects the peer's
+ * message lists, tag table, reassembly state and each connection's chunk
+ * list.  conn->io_lock (a mutex) serialises a connection's transport work
+ * with attaching and detaching its socket.  comm->lock (a mutex) protects
+ * the communicator's lifetime state.  Order: io_lock, then peer->lock.
+ */
+#ifndef _NZ_COMM_H
+#define _NZ_COMM_H
+
+#include <linux/kref.h>
+#include <linux/mutex.h>
+#include <linux/uio.h>
+#include <linux/wait.h>
+#include "nezha.h"
+#include "rail.h"
+#include "wire.h"
+#include "reasm.h"
+
+struct crypto_shash;
+struct nz_comm;
+struct nz_peer;
+
+/* A user buffer, pinned (or a registered io_uring buffer), as bvecs. */
+struct nz_ubuf {
+	u64 len;
+	struct bio_vec *bvec;		/* NULL for fixed buffers */
+	struct page **pages;
+	unsigned int npages;
+	unsigned int first_off;		/* offset in the first page */
+	struct iov_iter fixed;		/* registered buffer, whole range */
+	bool is_fixed;
+	bool dirty;			/* written: mark pages dirty on unpin */
+};
+
+/* What a command holds while it is pending. */
+struct nz_xreq {
+	struct nz_req base;		/* chardev's pending-command record */
+	struct task_struct *task;	/* submitter, for PF_EXITING */
+	unsigned long deadline;		/* jiffies */
+};
+
+enum nz_msg_dir { NZ_MSG_TX, NZ_MSG_RX };
+
+struct nz_msg {
+	struct list_head node;		/* peer tx_msgs / rx_msgs / posted */
+	struct kref ref;		/* lists, chunks in flight, writers */
+	struct nz_peer *peer;
+	enum nz_msg_dir dir;
+	u64 msg_id;			/* 0 until known (posted receive) */
+	u64 tag;
+	u64 tag_seq;
+	u64 total;			/* message length */
+	u64 len;			/* buffer length (receive) */
+	struct nz_ubuf ubuf;		/* the user's buffer, if any */
+	struct nz_xreq *xreq;		/* command to complete, or NULL */
+	s32 result;			/* completion result, once done */
+	bool done;			/* result decided, off every list */
+
+	/* tx */
+	u64 next_off;			/* first byte not yet assigned */
+	u32 outstanding;		/* chunks assigned, not acknowledged */
+	bool assigned_all;
+
+	/* rx */
+	struct nz_reasm reasm;
+	u64 *map;
+	void *kbuf;			/* unexpected: held here until complete */
+	u32 writers;			/* payload reads in progress */
+	bool arrived;			/* msg_id known: first frame seen */
+	bool complete;			/* every byte arrived */
+	bool discard;			/* receive failed: drain the rest */
+	bool cqe_posted;		/* nz_msg_complete() ran or will */
+	u64 budget;			/* unexpected bytes it holds */
+};
+
+/* A chunk assigned to a connection, kept until acknowledged. */
+struct nz_chunk {
+	struct list_head node;		/* conn->chunks or peer->resend */
+	struct nz_msg *msg;		/* holds a reference */
+	u64 offset;
+	u32 len;
+	bool sent;			/* fully written to the transport */
+};
+
+enum nz_conn_state {
+	NZ_CONN_IDLE,			/* no socket; waiting or retrying */
+	NZ_CONN_CONNECTING,
+	NZ_CONN_UP,
+	NZ_CONN_DEAD,			/* communicator going away */
+};
+
+/* A control frame waiting to be sent (ACK, heartbeat, close). */
+struct nz_ctrl {
+	struct list_head node;
+	struct nz_frame f;
+};
+
+struct nz_conn {
+	struct nz_peer *peer;
+	u32 slot;			/* rail slot in the communicator */
+	struct nz_rail *rail;
+	enum nz_conn_state state;	/* under peer->lock */
+	bool client;			/* we connect (our rank > peer's) */
+	struct mutex io_lock;
+	void *tp;			/* transport state (socket, parser) */
+	struct list_head chunks;	/* struct nz_chunk in flight here */
+	u64 inflight_bytes;		/* assigned, not acknowledged */
+	struct list_head ctrl;		/* struct nz_ctrl to send */
+	u32 nctrl;
+	struct delayed_work connect_work;	/* client: (re)connect */
+	struct work_struct fail_work;	/* transport reported an error */
+	void *fail_tp;			/* the transport state that failed */
+	int fail_err;
+	unsigned int backoff_ms;
+	spinlock_t kick_lock;		/* tp_dead and queueing its work */
+	bool tp_dead;
+	atomic64_t bytes_tx, bytes_rx, chunks_tx, chunks_rx;
+};
+
+/* Tag sequence numbers of one (peer, tag). */
+struct nz_tagseq {
+	struct hlist_node node;
+	u64 tag;
+	u64 tx_next;			/* next tag_seq we send */
+	u64 rx_next;			/* next tag_seq a receive claims */
+};
+
+#define NZ_TAG_HASH_BITS 6
+
+struct nz_peer {
+	struct nz_comm *comm;
+	u32 rank;
+	spinlock_t lock;
+	struct nz_conn conns[NZ_MAX_RAILS];
+	u32 conns_up;
+	struct hlist_head tags[1 << NZ_TAG_HASH_BITS];
+	/* tx */
+	u64 next_msg_id;
+	struct list_head tx_msgs;	/* sends, in submission order */
+	struct list_head resend;	/* chunks of dead connections */
+	u32 tx_inflight_msgs;
+	/* rx */
+	struct nz_seqwin rxwin;
+	struct list_head rx_msgs;	/* incoming, by arrival */
+	struct list_head posted;	/* receives not matched yet */
+	u64 unexpected_bytes;
+};
+
+struct nz_comm {
+	struct list_head node;		/* nz_comms, for accept lookups */
+	struct list_head node_file;	/* its file's comms */
+	struct kref ref;
+	struct nz_file *file;
+	u32 id;
+	u64 job_id;
+	u8 secret[NZ_SECRET_LEN];
+	struct crypto_shash *hmac;
+	u32 rank, size, nrails, unit, timeout_ms;
+	struct nz_wire_limits lim;
+	struct nz_rail *rails[NZ_MAX_RAILS];
+	struct nz_comm_addr *addrs;	/* size * nrails */
+	struct nz_peer **peers;		/* size; NULL for ourselves */
+	bool dead;
+	wait_queue_head_t waitq;	/* connection count changes */
+	struct delayed_work scan_work;	/* health.c: timeouts */
+};
+
+/* comm.c */
+struct nz_comm *nz_file_comm_get(struct nz_file *f, u32 id);
+int nz_comm_ioctl_create(struct nz_file *f, void __user *arg);
+int nz_comm_ioctl_wait(struct nz_file *f, void __user *arg);
+int nz_comm_ioctl_destroy(struct nz_file *f, void __user *arg);
+void nz_comm_file_release(struct nz_file *f);
+int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
+		const struct nz_sqe *sqe, unsigned int issue_flags);
+int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
+		const struct nz_sqe *sqe, unsigned int issue_flags);
+struct nz_comm *nz_comm_find_job(u64 job_id, u32 rank);	/* referenced */
+void nz_comm_put(struct nz_comm *comm);
+int nz_comm_mac(struct nz_comm *comm, const u8 *in, unsigned int len,
+		u8 *out);
+void nz_comm_scan(struct nz_comm *comm);
+
+/* Transport -> comm: connection events. */
+int nz_conn_attach(struct nz_conn *conn, void *tp);	/* under io_lock */
+void nz_conn_detach(struct nz_conn *conn, int err);	/* under io_lock */
+void nz_conn_fail(struct nz_conn *conn, void *tp, int err); /* any context */
+struct nz_conn *nz_comm_conn(struct nz_comm *comm, u32 rank, u32 slot);
+void nz_conn_kick(struct nz_conn *conn);
+
+/* Transport -> comm: receive path. */
+struct nz_rx_dest {
+	struct nz_msg *msg;		/* NULL: duplicate of a finished one */
+	bool drain;			/* read the payload and drop it */
+	struct kvec kv;			/* backs iter for kernel buffers */
+	struct iov_iter iter;		/* where the payload goes */
+	struct nz_frame f;
+};
+int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
+		    struct nz_rx_dest *d);
+int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d);
+void nz_conn_rx_data_abort(struct nz_conn *conn, struct nz_rx_dest *d);
+int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f);
+
+/* Transport -> comm: transmit path. */
+struct nz_tx_item {
+	struct nz_frame f;
+	struct nz_chunk *chunk;		/* DATA only */
+	struct iov_iter iter;		/* DATA payload */
+};
+int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it);
+void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it);
+
+/* health.c: every timer of a communicator. */
+void nz_health_comm_start(struct nz_comm *comm);
+void nz_health_comm_stop(struct nz_comm *comm);
+void nz_health_conn_retry(struct nz_conn *conn);
+void nz_health_conn_connect_in(struct nz_conn *conn, unsigned int ms);
+void nz_health_conn_up(struct nz_conn *conn);
+
+/* msg.c */
+void nz_peer_fail_all(struct nz_peer *p, s32 err);
+void nz_peer_scan(struct nz_peer *p);
+void nz_conn_requeue_chunks(struct nz_conn *conn);
+void nz_conn_drop_chunks(struct nz_conn *conn);
+void nz_conn_free_ctrl(struct nz_conn *conn);
+void nz_peer_free_tags(struct nz_peer *p);
+int nz_msg_init(void);
+void nz_msg_exit(void);
+
+/* sched.c: under peer->lock; spare is used or left for the caller. */
+struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
+				     struct nz_chunk **spare);
+u64 nz_sched_window(const struct nz_conn *conn);
+
+#endif /* _NZ_COMM_H */

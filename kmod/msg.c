@@ -1,0 +1,960 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Messages: the SEND and RECV commands, matching receives to incoming
+ * messages, the receive and transmit hooks the transports call,
+ * acknowledgements, completion and timeouts.
+ *
+ * Reference rule: a message holds one reference for being on a peer list;
+ * it is dropped when the message completes.  Every chunk in flight and
+ * every payload read in progress hold one more.  The last put may sleep
+ * (it unpins user pages), so it never happens under peer->lock: paths that
+ * finish a message under the lock collect it and complete it afterwards.
+ */
+#include <linux/module.h>
+#include <linux/mm.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/hash.h>
+#include <linux/io_uring.h>
+#include "comm.h"
+#include "transport.h"
+
+static unsigned int unexpected_mb = 256;
+module_param(unexpected_mb, uint, 0644);
+MODULE_PARM_DESC(unexpected_mb,
+		 "per-peer budget (MiB) for messages that arrive before their receive");
+
+static struct kmem_cache *nz_chunk_cache;
+
+/* ---- user buffers ------------------------------------------------------ */
+
+static int nz_ubuf_pin(struct nz_ubuf *b, struct io_uring_cmd *cmd, u64 addr,
+		       u64 len, bool write)
+{
+	unsigned long npages, i;
+	u64 left = len;
+	int got, ret;
+
+	memset(b, 0, sizeof(*b));
+	b->len = len;
+	b->dirty = write;
+	if (!len)
+		return 0;
+	if (cmd->flags & IORING_URING_CMD_FIXED) {
+		b->is_fixed = true;
+		return io_uring_cmd_import_fixed(addr, len,
+						 write ? ITER_DEST : ITER_SOURCE,
+						 &b->fixed, cmd);
+	}
+	if (addr + len < addr)
+		return -EFAULT;
+	b->first_off = offset_in_page(addr);
+	npages = DIV_ROUND_UP(b->first_off + len, PAGE_SIZE);
+	if (npages > INT_MAX)
+		return -EINVAL;
+	b->pages = kvmalloc_array(npages, sizeof(*b->pages), GFP_KERNEL);
+	b->bvec = kvmalloc_array(npages, sizeof(*b->bvec), GFP_KERNEL);
+	ret = -ENOMEM;
+	if (!b->pages || !b->bvec)
+		goto out_free;
+	got = pin_user_pages_fast(addr & PAGE_MASK, npages,
+				  write ? FOLL_WRITE : 0, b->pages);
+	if (got != npages) {
+		if (got > 0)
+			unpin_user_pages(b->pages, got);
+		ret = got < 0 ? got : -EFAULT;
+		goto out_free;
+	}
+	b->npages = npages;
+	for (i = 0; i < npages; i++) {
+		unsigned int off = i ? 0 : b->first_off;
+		unsigned int n = min_t(u64, PAGE_SIZE - off, left);
+
+		b->bvec[i].bv_page = b->pages[i];
+		b->bvec[i].bv_offset = off;
+		b->bvec[i].bv_len = n;
+		left -= n;
+	}
+	return 0;
+
+out_free:
+	kvfree(b->pages);
+	kvfree(b->bvec);
+	b->pages = NULL;
+	b->bvec = NULL;
+	return ret;
+}
+
+static void nz_ubuf_release(struct nz_ubuf *b)
+{
+	if (b->npages)
+		unpin_user_pages_dirty_lock(b->pages, b->npages, b->dirty);
+	kvfree(b->pages);
+	kvfree(b->bvec);
+	b->npages = 0;
+	b->pages = NULL;
+	b->bvec = NULL;
+}
+
+/* An iterator over [off, off + len) of the buffer. */
+static void nz_ubuf_iter(const struct nz_ubuf *b, unsigned int dir, u64 off,
+			 u64 len, struct iov_iter *it)
+{
+	u64 pos, avail;
+	unsigned long idx;
+
+	if (b->is_fixed) {
+		*it = b->fixed;
+		iov_iter_advance(it, off);
+		iov_iter_truncate(it, len);
+		return;
+	}
+	if (!b->npages) {
+		iov_iter_kvec(it, dir, NULL, 0, 0);
+		return;
+	}
+	/* Jump straight to the page that holds off. */
+	pos = b->first_off + off;
+	idx = pos >> PAGE_SHIFT;
+	avail = b->first_off + b->len - ((u64)idx << PAGE_SHIFT) -
+		(idx ? 0 : b->first_off);
+	iov_iter_bvec(it, dir, b->bvec + idx, b->npages - idx, avail);
+	iov_iter_advance(it, idx ? offset_in_page(pos) : off);
+	iov_iter_truncate(it, len);
+}
+
+/* ---- message lifetime ---------------------------------------------------- */
+
+static void nz_msg_release(struct kref *ref)
+{
+	struct nz_msg *m = container_of(ref, struct nz_msg, ref);
+
+	nz_ubuf_release(&m->ubuf);
+	kvfree(m->kbuf);
+	kvfree(m->map);
+	kfree(m);
+}
+
+static void nz_msg_put(struct nz_msg *m)
+{
+	kref_put(&m->ref, nz_msg_release);
+}
+
+static struct nz_msg *nz_msg_alloc(struct nz_peer *p, enum nz_msg_dir dir)
+{
+	struct nz_msg *m = kzalloc(sizeof(*m), GFP_KERNEL);
+
+	if (!m)
+		return NULL;
+	kref_init(&m->ref);
+	INIT_LIST_HEAD(&m->node);
+	m->peer = p;
+	m->dir = dir;
+	return m;
+}
+
+static void nz_chunk_free(struct nz_chunk *ch)
+{
+	if (ch->msg)
+		nz_msg_put(ch->msg);
+	kmem_cache_free(nz_chunk_cache, ch);
+}
+
+/*
+ * Decide a message's result and take it off its list; under peer->lock.
+ * Returns true when the caller must call nz_msg_complete() after
+ * unlocking (no payload read is still writing into its buffer).
+ */
+static bool nz_msg_set_done(struct nz_msg *m, s32 result)
+{
+	struct nz_peer *p = m->peer;
+
+	lockdep_assert_held(&p->lock);
+	if (m->done)
+		return false;
+	m->done = true;
+	m->result = result;
+	list_del_init(&m->node);
+	if (m->dir == NZ_MSG_RX && m->arrived)
+		nz_seqwin_mark_done(&p->rxwin, m->msg_id);
+	if (m->budget) {
+		p->unexpected_bytes -= m->budget;
+		m->budget = 0;
+	}
+	if (m->dir == NZ_MSG_TX)
+		p->tx_inflight_msgs--;
+	if (m->writers || m->cqe_posted)
+		return false;
+	m->cqe_posted = true;
+	return true;
+}
+
+/* Post the result and drop the list reference; never under a spinlock. */
+static void nz_msg_complete(struct nz_msg *m)
+{
+	struct nz_xreq *x = m->xreq;
+	s32 res = m->result;
+
+	if (x) {
+		/* A message held in the kernel is copied out only now. */
+		if (res >= 0 && m->kbuf && m->total) {
+			struct iov_iter it;
+
+			nz_ubuf_iter(&m->ubuf, ITER_DEST, 0, m->total, &it);
+			if (copy_to_iter(m->kbuf, m->total, &it) != m->total)
+				res = -EFAULT;
+		}
+		m->xreq = NULL;
+		nz_req_complete(&x->base, res, 0);
+	}
+	nz_msg_put(m);
+}
+
+static void nz_complete_list(struct list_head *done)
+{
+	struct nz_msg *m, *tmp;
+
+	list_for_each_entry_safe(m, tmp, done, node) {
+		list_del_init(&m->node);
+		nz_msg_complete(m);
+	}
+}
+
+static struct nz_xreq *nz_xreq_alloc(struct nz_file *f,
+				     struct io_uring_cmd *cmd,
+				     struct nz_comm *comm, u32 timeout_ms)
+{
+	struct nz_xreq *x = kzalloc(sizeof(*x), GFP_KERNEL);
+
+	if (!x)
+		return NULL;
+	nz_req_init(&x->base, f, cmd);
+	x->task = current;
+	x->deadline = jiffies +
+		msecs_to_jiffies(timeout_ms ? timeout_ms : comm->timeout_ms);
+	return x;
+}
+
+/* ---- tags ---------------------------------------------------------------- */
+
+static struct nz_tagseq *nz_tagseq_get(struct nz_peer *p, u64 tag,
+				       struct nz_tagseq **spare)
+{
+	struct hlist_head *head = &p->tags[hash_64(tag, NZ_TAG_HASH_BITS)];
+	struct nz_tagseq *t;
+
+	hlist_for_each_entry(t, head, node)
+		if (t->tag == tag)
+			return t;
+	t = *spare;
+	*spare = NULL;
+	t->tag = tag;
+	hlist_add_head(&t->node, head);
+	return t;
+}
+
+void nz_peer_free_tags(struct nz_peer *p)
+{
+	struct hlist_node *tmp;
+	struct nz_tagseq *t;
+	int i;
+
+	for (i = 0; i < ARRAY_SIZE(p->tags); i++)
+		hlist_for_each_entry_safe(t, tmp, &p->tags[i], node) {
+			hlist_del(&t->node);
+			kfree(t);
+		}
+}
+
+/* ---- commands ------------------------------------------------------------- */
+
+static void nz_peer_kick(struct nz_peer *p)
+{
+	u32 s;
+
+	for (s = 0; s < p->comm->nrails; s++)
+		nz_conn_kick(&p->conns[s]);
+}
+
+static struct nz_peer *nz_xfer_peer(struct nz_comm *comm,
+				    const struct nz_sqe_xfer *x)
+{
+	if (x->peer >= comm->size || x->peer == comm->rank)
+		return NULL;
+	return comm->peers[x->peer];
+}
+
+int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
+		const struct nz_sqe *sqe, unsigned int issue_flags)
+{
+	const struct nz_sqe_xfer *x = &sqe->xfer;
+	struct nz_tagseq *spare, *t;
+	struct nz_comm *comm;
+	struct nz_xreq *xr;
+	struct nz_peer *p;
+	struct nz_msg *m;
+	int ret;
+
+	comm = nz_file_comm_get(f, sqe->comm_id);
+	if (!comm)
+		return -EINVAL;
+	ret = -EINVAL;
+	p = nz_xfer_peer(comm, x);
+	if (!p)
+		goto out_put_comm;
+	ret = -EMSGSIZE;
+	if (x->len > comm->lim.max_msg)
+		goto out_put_comm;
+	ret = -ENOMEM;
+	m = nz_msg_alloc(p, NZ_MSG_TX);
+	spare = kzalloc(sizeof(*spare), GFP_KERNEL);
+	xr = nz_xreq_alloc(f, cmd, comm, x->timeout_ms);
+	if (!m || !spare || !xr)
+		goto out_free;
+	m->tag = x->tag;
+	m->total = x->len;
+	m->len = x->len;
+	ret = nz_ubuf_pin(&m->ubuf, cmd, x->addr, x->len, false);
+	if (ret)
+		goto out_free;
+	ret = nz_req_queue(&xr->base);
+	if (ret)
+		goto out_free;
+
+	spin_lock_bh(&p->lock);
+	if (comm->dead) {
+		spin_unlock_bh(&p->lock);
+		nz_req_complete(&xr->base, -ECANCELED, 0);
+		xr = NULL;
+		ret = 0;
+		goto out_free;
+	}
+	t = nz_tagseq_get(p, x->tag, &spare);
+	m->tag_seq = t->tx_next++;
+	m->msg_id = p->next_msg_id++;
+	m->xreq = xr;
+	p->tx_inflight_msgs++;
+	list_add_tail(&m->node, &p->tx_msgs);
+	spin_unlock_bh(&p->lock);
+	kfree(spare);
+	nz_peer_kick(p);
+	nz_comm_put(comm);
+	return 0;
+
+out_free:
+	kfree(xr);
+	kfree(spare);
+	if (m)
+		nz_msg_put(m);
+out_put_comm:
+	nz_comm_put(comm);
+	return ret;
+}
+
+/* An incoming message waiting for this receive, under peer->lock. */
+static struct nz_msg *nz_find_unclaimed(struct nz_peer *p, u64 tag, u64 seq)
+{
+	struct nz_msg *m;
+
+	list_for_each_entry(m, &p->rx_msgs, node)
+		if (m->tag == tag && m->tag_seq == seq && !m->xreq &&
+		    !m->discard)
+			return m;
+	return NULL;
+}
+
+int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
+		const struct nz_sqe *sqe, unsigned int issue_flags)
+{
+	const struct nz_sqe_xfer *x = &sqe->xfer;
+	struct nz_tagseq *spare, *t;
+	struct nz_msg *m, *u = NULL;
+	struct nz_comm *comm;
+	struct nz_xreq *xr;
+	struct nz_peer *p;
+	bool complete = false;
+	int ret;
+
+	comm = nz_file_comm_get(f, sqe->comm_id);
+	if (!comm)
+		return -EINVAL;
+	ret = -EINVAL;
+	p = nz_xfer_peer(comm, x);
+	if (!p)
+		goto out_put_comm;
+	ret = -ENOMEM;
+	m = nz_msg_alloc(p, NZ_MSG_RX);
+	spare = kzalloc(sizeof(*spare), GFP_KERNEL);
+	xr = nz_xreq_alloc(f, cmd, comm, x->timeout_ms);
+	if (!m || !spare || !xr)
+		goto out_free;
+	m->tag = x->tag;
+	m->len = x->len;
+	ret = nz_ubuf_pin(&m->ubuf, cmd, x->addr, x->len, true);
+	if (ret)
+		goto out_free;
+	ret = nz_req_queue(&xr->base);
+	if (ret)
+		goto out_free;
+
+	spin_lock_bh(&p->lock);
+	if (comm->dead) {
+		spin_unlock_bh(&p->lock);
+		nz_req_complete(&xr->base, -ECANCELED, 0);
+		xr = NULL;
+		ret = 0;
+		goto out_free;
+	}
+	t = nz_tagseq_get(p, x->tag, &spare);
+	m->tag_seq = t->rx_next++;
+	u = nz_find_unclaimed(p, m->tag, m->tag_seq);
+	if (!u) {
+		m->xreq = xr;
+		list_add_tail(&m->node, &p->posted);
+		spin_unlock_bh(&p->lock);
+		kfree(spare);
+		nz_peer_kick(p);	/* a stalled connection may wait for it */
+		nz_comm_put(comm);
+		return 0;
+	}
+	if (u->total > m->len) {
+		/* Too long for the buffer: drain the rest of it. */
+		u->discard = true;
+		if (u->complete)
+			complete = nz_msg_set_done(u, 0);
+		spin_unlock_bh(&p->lock);
+		nz_req_complete(&xr->base, -EMSGSIZE, 0);
+		xr = NULL;
+		ret = 0;
+		if (complete)
+			nz_msg_complete(u);
+		goto out_free;
+	}
+	/* The message arrived first: it takes over this receive. */
+	u->ubuf = m->ubuf;
+	memset(&m->ubuf, 0, sizeof(m->ubuf));
+	u->len = m->len;
+	u->xreq = xr;
+	if (u->complete)
+		complete = nz_msg_set_done(u, u->total);
+	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(u);
+	xr = NULL;
+	ret = 0;
+	nz_peer_kick(p);
+
+out_free:
+	kfree(xr);
+	kfree(spare);
+	if (m)
+		nz_msg_put(m);
+out_put_comm:
+	nz_comm_put(comm);
+	return ret;
+}
+
+/* ---- receive path ---------------------------------------------------------- */
+
+static struct nz_msg *nz_find_arrived(struct nz_peer *p, u64 msg_id)
+{
+	struct nz_msg *m;
+
+	list_for_each_entry(m, &p->rx_msgs, node)
+		if (m->msg_id == msg_id)
+			return m;
+	return NULL;
+}
+
+static struct nz_msg *nz_find_posted(struct nz_peer *p, u64 tag, u64 seq)
+{
+	struct nz_msg *m;
+
+	list_for_each_entry(m, &p->posted, node)
+		if (m->tag == tag && m->tag_seq == seq)
+			return m;
+	return NULL;
+}
+
+/* What nz_rx_lookup() allocated but did not use; freed after unlock. */
+struct nz_rx_spare {
+	struct nz_msg *msg;
+	u64 *map;
+	void *kbuf;
+	struct nz_xreq *toolong;	/* receive to fail with -EMSGSIZE */
+};
+
+static void nz_rx_spare_free(struct nz_rx_spare *s)
+{
+	if (s->toolong)
+		nz_req_complete(&s->toolong->base, -EMSGSIZE, 0);
+	if (s->msg)
+		nz_msg_put(s->msg);
+	kvfree(s->map);
+	kvfree(s->kbuf);
+}
+
+/*
+ * Find or create the message a DATA frame belongs to.  Returns 0 with *out
+ * referenced (NULL: a duplicate of a finished message), or an error:
+ * -EAGAIN when the unexpected-message budget is full (the connection
+ * stalls until a receive is posted or budget frees up), -EPROTO.
+ */
+static int nz_rx_lookup(struct nz_peer *p, const struct nz_frame_data *fd,
+			struct nz_msg **out, struct nz_rx_spare *s)
+{
+	u64 budget = (u64)READ_ONCE(unexpected_mb) << 20;
+	u32 unit = p->comm->unit;
+	u64 words = nz_reasm_bitmap_words(fd->total, unit);
+	struct nz_msg *m, *posted;
+	int tries, ret = 0;
+
+	*out = NULL;
+	for (tries = 0; tries < 3; tries++) {
+		spin_lock_bh(&p->lock);
+		if (nz_seqwin_is_done(&p->rxwin, fd->msg_id))
+			goto out_unlock;
+		ret = -EPROTO;
+		if (!nz_seqwin_in_window(&p->rxwin, fd->msg_id))
+			goto out_unlock;
+		ret = 0;
+		m = nz_find_arrived(p, fd->msg_id);
+		if (m)
+			goto found;
+		posted = nz_find_posted(p, fd->tag, fd->tag_seq);
+		ret = -EAGAIN;
+		if (!posted && p->unexpected_bytes + fd->total > budget)
+			goto out_unlock;
+		ret = 0;
+		if ((words == 0 || s->map) && (posted || (s->msg && s->kbuf)))
+			goto create;
+		spin_unlock_bh(&p->lock);
+
+		if (!posted && !s->msg)
+			s->msg = nz_msg_alloc(p, NZ_MSG_RX);
+		if (words && !s->map)
+			s->map = kvcalloc(words, sizeof(u64), GFP_KERNEL);
+		if (!posted && !s->kbuf)
+			s->kbuf = kvmalloc(max_t(u64, fd->total, 1),
+					   GFP_KERNEL);
+		if ((words && !s->map) || (!posted && (!s->msg || !s->kbuf)))
+			return -ENOMEM;
+	}
+	return -EAGAIN;
+
+create:
+	if (posted) {
+		m = posted;
+		list_del_init(&m->node);
+		if (fd->total > m->len) {
+			/* Fail the receive now, drain the message. */
+			s->toolong = m->xreq;
+			m->xreq = NULL;
+			m->discard = true;
+		}
+	} else {
+		m = s->msg;
+		s->msg = NULL;
+		m->kbuf = s->kbuf;
+		s->kbuf = NULL;
+		m->budget = fd->total;
+		p->unexpected_bytes += fd->total;
+	}
+	m->msg_id = fd->msg_id;
+	m->tag = fd->tag;
+	m->tag_seq = fd->tag_seq;
+	m->total = fd->total;
+	m->map = s->map;
+	s->map = NULL;
+	nz_reasm_init(&m->reasm, fd->total, unit, m->map);
+	m->arrived = true;
+	list_add_tail(&m->node, &p->rx_msgs);
+found:
+	kref_get(&m->ref);
+	*out = m;
+out_unlock:
+	spin_unlock_bh(&p->lock);
+	return ret;
+}
+
+static bool nz_reasm_seen(const struct nz_reasm *r, u64 offset)
+{
+	u64 u = offset >> r->unit_shift;
+
+	if (!r->nunits)
+		return r->zero_seen;
+	return u < r->nunits && (r->map[u / 64] & BIT_ULL(u % 64));
+}
+
+int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
+		    struct nz_rx_dest *d)
+{
+	const struct nz_frame_data *fd = &f->data;
+	struct nz_peer *p = conn->peer;
+	struct nz_rx_spare s = { };
+	struct nz_msg *m;
+	int ret;
+
+	memset(d, 0, sizeof(*d));
+	d->f = *f;
+	if (!nz_wire_chunk_ok(fd->total, fd->offset, f->len, p->comm->unit))
+		return -EPROTO;
+	ret = nz_rx_lookup(p, fd, &m, &s);
+	nz_rx_spare_free(&s);
+	if (ret)
+		return ret;
+	if (!m) {
+		/* A duplicate of a finished message: drain, acknowledge. */
+		d->drain = true;
+		return 0;
+	}
+	spin_lock_bh(&p->lock);
+	if (fd->total != m->total) {
+		spin_unlock_bh(&p->lock);
+		nz_msg_put(m);
+		return -EPROTO;
+	}
+	if (m->done || m->discard || nz_reasm_seen(&m->reasm, fd->offset)) {
+		/* Drained; still accounted, so that the message can finish. */
+		d->drain = true;
+	} else if (m->kbuf) {
+		d->kv.iov_base = m->kbuf + fd->offset;
+		d->kv.iov_len = f->len;
+		iov_iter_kvec(&d->iter, ITER_DEST, &d->kv, 1, f->len);
+	} else {
+		nz_ubuf_iter(&m->ubuf, ITER_DEST, fd->offset, f->len,
+			     &d->iter);
+	}
+	m->writers++;
+	d->msg = m;		/* the lookup's reference */
+	spin_unlock_bh(&p->lock);
+	return 0;
+}
+
+static void nz_conn_queue_ctrl(struct nz_conn *conn, struct nz_ctrl *c)
+{
+	lockdep_assert_held(&conn->peer->lock);
+	list_add_tail(&c->node, &conn->ctrl);
+	conn->nctrl++;
+}
+
+int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_msg *m = d->msg;
+	bool complete = false;
+	struct nz_ctrl *ack;
+	int ret = 0;
+
+	ack = kzalloc(sizeof(*ack), GFP_KERNEL);
+	if (!ack)
+		ret = -ENOMEM;
+	spin_lock_bh(&p->lock);
+	if (m) {
+		m->writers--;
+		if (!ret && !m->done)
+			ret = nz_reasm_add(&m->reasm, d->f.data.offset,
+					   d->f.len);
+		if (ret == NZ_REASM_NEW) {
+			atomic64_add(d->f.len, &conn->bytes_rx);
+			atomic64_inc(&conn->chunks_rx);
+			atomic64_add(d->f.len, &conn->rail->stats.bytes_rx);
+			atomic64_inc(&conn->rail->stats.chunks_rx);
+			ret = 0;
+		} else if (ret == NZ_REASM_DUP) {
+			ret = 0;
+		}
+		if (!ret && !m->complete && !m->done &&
+		    nz_reasm_done(&m->reasm)) {
+			m->complete = true;
+			if (m->xreq)
+				complete = nz_msg_set_done(m, m->total);
+			else if (m->discard)
+				complete = nz_msg_set_done(m, 0);
+			else
+				nz_seqwin_mark_done(&p->rxwin, m->msg_id);
+		}
+		if (m->done && !m->writers && !m->cqe_posted) {
+			m->cqe_posted = true;
+			complete = true;
+		}
+	}
+	if (!ret && ack) {
+		nz_frame_init(&ack->f, NZ_FRAME_ACK);
+		ack->f.ack.msg_id = d->f.data.msg_id;
+		ack->f.ack.offset = d->f.data.offset;
+		ack->f.ack.len = d->f.len;
+		nz_conn_queue_ctrl(conn, ack);
+		ack = NULL;
+	}
+	spin_unlock_bh(&p->lock);
+	kfree(ack);
+	if (complete)
+		nz_msg_complete(m);
+	if (m)
+		nz_msg_put(m);
+	nz_conn_kick(conn);
+	return ret;
+}
+
+/* The transport gave up on a frame whose payload it was reading. */
+void nz_conn_rx_data_abort(struct nz_conn *conn, struct nz_rx_dest *d)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_msg *m = d->msg;
+	bool complete = false;
+
+	if (!m)
+		return;
+	spin_lock_bh(&p->lock);
+	m->writers--;
+	if (m->done && !m->writers && !m->cqe_posted) {
+		m->cqe_posted = true;
+		complete = true;
+	}
+	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(m);
+	nz_msg_put(m);
+	d->msg = NULL;
+}
+
+static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_chunk *ch, *found = NULL;
+	bool complete = false;
+	struct nz_msg *m;
+
+	spin_lock_bh(&p->lock);
+	list_for_each_entry(ch, &conn->chunks, node) {
+		if (ch->msg->msg_id == a->msg_id && ch->offset == a->offset &&
+		    ch->len == a->len) {
+			found = ch;
+			break;
+		}
+	}
+	if (!found) {
+		/* Stale: its chunk was resent elsewhere and acked there. */
+		spin_unlock_bh(&p->lock);
+		return 0;
+	}
+	list_del(&found->node);
+	conn->inflight_bytes -= found->len;
+	m = found->msg;
+	m->outstanding--;
+	if (m->assigned_all && !m->outstanding)
+		complete = nz_msg_set_done(m, m->total);
+	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(m);
+	nz_chunk_free(found);
+	nz_conn_kick(conn);
+	return 0;
+}
+
+int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
+{
+	struct nz_ctrl *c;
+
+	switch (f->type) {
+	case NZ_FRAME_ACK:
+		return nz_conn_rx_ack(conn, &f->ack);
+	case NZ_FRAME_HEARTBEAT:
+		c = kzalloc(sizeof(*c), GFP_KERNEL);
+		if (!c)
+			return -ENOMEM;
+		nz_frame_init(&c->f, NZ_FRAME_HEARTBEAT_ACK);
+		c->f.hb = f->hb;
+		spin_lock_bh(&conn->peer->lock);
+		nz_conn_queue_ctrl(conn, c);
+		spin_unlock_bh(&conn->peer->lock);
+		nz_conn_kick(conn);
+		return 0;
+	case NZ_FRAME_HEARTBEAT_ACK:
+		return 0;
+	case NZ_FRAME_CLOSE:
+		return -ECONNRESET;
+	default:
+		return -EPROTO;
+	}
+}
+
+/* ---- transmit path ---------------------------------------------------------- */
+
+int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_chunk *spare, *ch;
+	struct nz_ctrl *c = NULL;
+	struct nz_msg *m;
+
+	spare = kmem_cache_zalloc(nz_chunk_cache, GFP_KERNEL);
+	spin_lock_bh(&p->lock);
+	if (!list_empty(&conn->ctrl)) {
+		c = list_first_entry(&conn->ctrl, struct nz_ctrl, node);
+		list_del(&c->node);
+		conn->nctrl--;
+		spin_unlock_bh(&p->lock);
+		it->f = c->f;
+		it->chunk = NULL;
+		kfree(c);
+		if (spare)
+			kmem_cache_free(nz_chunk_cache, spare);
+		return 0;
+	}
+	ch = (spare && conn->state == NZ_CONN_UP) ?
+		nz_sched_next_chunk(conn, &spare) : NULL;
+	if (!ch) {
+		spin_unlock_bh(&p->lock);
+		if (spare)
+			kmem_cache_free(nz_chunk_cache, spare);
+		return -ENODATA;
+	}
+	m = ch->msg;
+	nz_frame_init(&it->f, NZ_FRAME_DATA);
+	it->f.len = ch->len;
+	it->f.data.msg_id = m->msg_id;
+	it->f.data.tag = m->tag;
+	it->f.data.tag_seq = m->tag_seq;
+	it->f.data.total = m->total;
+	it->f.data.offset = ch->offset;
+	it->chunk = ch;
+	/* The chunk's reference keeps the pages pinned while we send. */
+	nz_ubuf_iter(&m->ubuf, ITER_SOURCE, ch->offset, ch->len, &it->iter);
+	spin_unlock_bh(&p->lock);
+	if (spare)
+		kmem_cache_free(nz_chunk_cache, spare);
+	return 0;
+}
+
+void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
+{
+	if (!it->chunk)
+		return;
+	atomic64_add(it->chunk->len, &conn->bytes_tx);
+	atomic64_inc(&conn->chunks_tx);
+	atomic64_add(it->chunk->len, &conn->rail->stats.bytes_tx);
+	atomic64_inc(&conn->rail->stats.chunks_tx);
+}
+
+/*
+ * The connection lost its transport: every chunk it carried and that was
+ * not acknowledged goes back to the peer, to be sent again on any rail.
+ * The receiver drops what it already has and acknowledges it anyway.
+ */
+void nz_conn_requeue_chunks(struct nz_conn *conn)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_chunk *ch, *tmp;
+
+	spin_lock_bh(&p->lock);
+	list_for_each_entry_safe(ch, tmp, &conn->chunks, node) {
+		ch->sent = false;
+		list_move_tail(&ch->node, &p->resend);
+	}
+	conn->inflight_bytes = 0;
+	spin_unlock_bh(&p->lock);
+}
+
+void nz_conn_free_ctrl(struct nz_conn *conn)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_ctrl *c, *tmp;
+	LIST_HEAD(list);
+
+	spin_lock_bh(&p->lock);
+	list_splice_init(&conn->ctrl, &list);
+	conn->nctrl = 0;
+	spin_unlock_bh(&p->lock);
+	list_for_each_entry_safe(c, tmp, &list, node)
+		kfree(c);
+}
+
+/* ---- timeouts and teardown -------------------------------------------------- */
+
+static s32 nz_msg_expired(const struct nz_msg *m)
+{
+	if (!m->xreq)
+		return 0;
+	if (m->xreq->task->flags & PF_EXITING)
+		return -ECANCELED;
+	if (time_after(jiffies, m->xreq->deadline))
+		return -ETIMEDOUT;
+	return 0;
+}
+
+static void nz_scan_list(struct list_head *list, struct list_head *done,
+			 s32 force)
+{
+	struct nz_msg *m, *tmp;
+	s32 err;
+
+	list_for_each_entry_safe(m, tmp, list, node) {
+		err = force ? force : nz_msg_expired(m);
+		if (!err)
+			continue;
+		if (!m->xreq && !force)
+			continue;
+		if (nz_msg_set_done(m, err))
+			list_add_tail(&m->node, done);
+	}
+}
+
+/* Fail the peer's commands whose deadline passed or whose task exits. */
+void nz_peer_scan(struct nz_peer *p)
+{
+	LIST_HEAD(done);
+
+	spin_lock_bh(&p->lock);
+	nz_scan_list(&p->tx_msgs, &done, 0);
+	nz_scan_list(&p->posted, &done, 0);
+	nz_scan_list(&p->rx_msgs, &done, 0);
+	spin_unlock_bh(&p->lock);
+	nz_complete_list(&done);
+}
+
+/* Fail everything: the communicator goes away (connections are closed). */
+void nz_peer_fail_all(struct nz_peer *p, s32 err)
+{
+	struct nz_chunk *ch, *tmp;
+	LIST_HEAD(chunks);
+	LIST_HEAD(done);
+
+	spin_lock_bh(&p->lock);
+	nz_scan_list(&p->tx_msgs, &done, err);
+	nz_scan_list(&p->posted, &done, err);
+	nz_scan_list(&p->rx_msgs, &done, err);
+	list_splice_init(&p->resend, &chunks);
+	spin_unlock_bh(&p->lock);
+	nz_complete_list(&done);
+	list_for_each_entry_safe(ch, tmp, &chunks, node)
+		nz_chunk_free(ch);
+}
+
+/* Chunks still on a connection when the communicator is torn down. */
+void nz_conn_drop_chunks(struct nz_conn *conn)
+{
+	struct nz_chunk *ch, *tmp;
+	LIST_HEAD(chunks);
+
+	spin_lock_bh(&conn->peer->lock);
+	list_splice_init(&conn->chunks, &chunks);
+	conn->inflight_bytes = 0;
+	spin_unlock_bh(&conn->peer->lock);
+	list_for_each_entry_safe(ch, tmp, &chunks, node)
+		nz_chunk_free(ch);
+}
+
+/* ---- chunk allocation, for sched.c ------------------------------------------ */
+
+int nz_msg_init(void)
+{
+	nz_chunk_cache = KMEM_CACHE(nz_chunk, 0);
+	return nz_chunk_cache ? 0 : -ENOMEM;
+}
+
+void nz_msg_exit(void)
+{
+	kmem_cache_destroy(nz_chunk_cache);
+}

@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The rail table: NZ_MAX_RAILS slots, module-wide, names unique.
+ *
+ * Locking: nz_rail_cfg_lock serialises configuration (add, del, set and
+ * module exit) including the transport's rail_start/rail_stop, so that a
+ * rail deleted and added again never sees its own old listener.
+ * nz_rail_lock protects the slots and is held only briefly, so lookups
+ * (connections being set up, dumps, the list ioctl) never wait for a
+ * listener to start or stop.  A slot changes only under both locks; it may
+ * be read under either.  Order: nz_rail_cfg_lock, then nz_rail_lock.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/inetdevice.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/netdevice.h>
+#include <linux/slab.h>
+#include <linux/string.h>
+#include <net/net_namespace.h>
+#include <net/netlink.h>
+#include "nezha.h"
+#include "rail.h"
+#include "transport.h"
+
+static DEFINE_MUTEX(nz_rail_cfg_lock);
+static DEFINE_MUTEX(nz_rail_lock);
+static struct nz_rail *nz_rails[NZ_MAX_RAILS];
+
+static bool nz_rail_name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+}
+
+bool nz_rail_name_valid(const char *name)
+{
+	size_t i, len = strnlen(name, NZ_RAIL_NAME_LEN);
+
+	if (!len || len == NZ_RAIL_NAME_LEN)
+		return false;
+	/* Not isalnum(): the kernel's ctype also knows Latin-1 letters. */
+	for (i = 0; i < len; i++)
+		if (!nz_rail_name_char(name[i]))
+			return false;
+	return true;
+}
+
+/* Under either lock. */
+static struct nz_rail *nz_rail_find(const char *name)
+{
+	int i;
+
+	for (i = 0; i < NZ_MAX_RAILS; i++)
+		if (nz_rails[i] &&
+		    !strncmp(nz_rails[i]->name, name, NZ_RAIL_NAME_LEN))
+			return nz_rails[i];
+	return NULL;
+}
+
+static void nz_rail_release(struct kref *ref)
+{
+	struct nz_rail *rail = container_of(ref, struct nz_rail, ref);
+
+	put_net(rail->net);
+	kfree(rail);
+}
+
+struct nz_rail *nz_rail_get(const char *name)
+{
+	struct nz_rail *rail;
+
+	mutex_lock(&nz_rail_lock);
+	rail = nz_rail_find(name);
+	if (rail)
+		kref_get(&rail->ref);
+	mutex_unlock(&nz_rail_lock);
+	return rail;
+}
+
+void nz_rail_put(struct nz_rail *rail)
+{
+	kref_put(&rail->ref, nz_rail_release);
+}
+
+u32 nz_rail_state(const struct nz_rail *rail)
+{
+	struct net_device *dev;
+	bool link;
+
+	if (READ_ONCE(rail->admin_down))
+		return NZ_RAIL_ADMIN_DOWN;
+	rcu_read_lock();
+	dev = dev_get_by_index_rcu(rail->net, rail->ifindex);
+	link = dev && netif_running(dev) && netif_carrier_ok(dev);
+	rcu_read_unlock();
+	if (!link)
+		return NZ_RAIL_NO_LINK;
+	if (READ_ONCE(rail->failed))
+		return NZ_RAIL_FAILED;
+	return NZ_RAIL_UP;
+}
+
+static const struct nz_transport *nz_rail_transport(u32 proto,
+						    struct netlink_ext_ack *extack)
+{
+	switch (proto) {
+	case NZ_PROTO_TCP:
+		return &nz_tcp_transport;
+	case NZ_PROTO_RDMA:
+		NL_SET_ERR_MSG(extack, "RDMA rails are not supported yet");
+		return ERR_PTR(-EPROTONOSUPPORT);
+	default:
+		NL_SET_ERR_MSG(extack, "unknown rail protocol");
+		return ERR_PTR(-EINVAL);
+	}
+}
+
+/*
+ * Find the device in the rail's namespace and the address to listen on:
+ * want if it is one of the device's IPv4 addresses, else (want == 0) the
+ * device's first (primary) one.
+ */
+static int nz_rail_resolve(struct nz_rail *rail, __be32 want,
+			   struct netlink_ext_ack *extack)
+{
+	const struct in_ifaddr *ifa;
+	struct in_device *in_dev;
+	struct net_device *dev;
+	int ret = -EADDRNOTAVAIL;
+
+	rcu_read_lock();
+	dev = dev_get_by_name_rcu(rail->net, rail->dev);
+	if (!dev) {
+		rcu_read_unlock();
+		NL_SET_ERR_MSG(extack, "no such network device");
+		return -ENODEV;
+	}
+	rail->ifindex = dev->ifindex;
+	in_dev = __in_dev_get_rcu(dev);
+	if (in_dev) {
+		in_dev_for_each_ifa_rcu(ifa, in_dev) {
+			if (!want || ifa->ifa_local == want) {
+				rail->addr = ifa->ifa_local;
+				ret = 0;
+				break;
+			}
+		}
+	}
+	rcu_read_unlock();
+	if (ret && want)
+		NL_SET_ERR_MSG(extack, "address is not on the device");
+	else if (ret)
+		NL_SET_ERR_MSG(extack, "device has no IPv4 address");
+	return ret;
+}
+
+/* Under nz_rail_cfg_lock: the checks against the other rails. */
+static int nz_rail_claim(struct nz_rail *rail, struct netlink_ext_ack *extack)
+{
+	int i, id = -1;
+
+	for (i = 0; i < NZ_MAX_RAILS; i++) {
+		struct nz_rail *r = nz_rails[i];
+
+		if (!r) {
+			if (id < 0)
+				id = i;
+			continue;
+		}
+		if (!strcmp(r->name, rail->name)) {
+			NL_SET_ERR_MSG(extack, "a rail of that name exists");
+			return -EEXIST;
+		}
+	}
+	if (id < 0) {
+		NL_SET_ERR_MSG(extack, "rail table full (NZ_MAX_RAILS)");
+		return -ENOSPC;
+	}
+	rail->id = id;
+	return 0;
+}
+
+/* Under nz_rail_cfg_lock, after nz_rail_resolve(). */
+static int nz_rail_check_endpoint(const struct nz_rail *rail,
+				  struct netlink_ext_ack *extack)
+{
+	int i;
+
+	for (i = 0; i < NZ_MAX_RAILS; i++) {
+		const struct nz_rail *r = nz_rails[i];
+
+		if (r && net_eq(r->net, rail->net) && r->addr == rail->addr &&
+		    r->port == rail->port) {
+			NL_SET_ERR_MSG(extack,
+				       "another rail listens on that address and port");
+			return -EADDRINUSE;
+		}
+	}
+	return 0;
+}
+
+static struct nz_rail *nz_rail_alloc(struct net *net,
+				     const struct nz_rail_cfg *cfg,
+				     struct netlink_ext_ack *extack)
+{
+	const struct nz_transport *ops;
+	struct nz_rail *rail;
+
+	if (!nz_rail_name_valid(cfg->name)) {
+		NL_SET_ERR_MSG(extack,
+			       "rail name must be 1-15 characters of A-Z a-z 0-9 _ . -");
+		return ERR_PTR(-EINVAL);
+	}
+	if (!cfg->dev[0] || strnlen(cfg->dev, IFNAMSIZ) == IFNAMSIZ) {
+		NL_SET_ERR_MSG(extack, "bad device name");
+		return ERR_PTR(-EINVAL);
+	}
+	if (cfg->weight > NZ_MAX_WEIGHT) {
+		NL_SET_ERR_MSG(extack, "weight above NZ_MAX_WEIGHT");
+		return ERR_PTR(-EINVAL);
+	}
+	ops = nz_rail_transport(cfg->proto, extack);
+	if (IS_ERR(ops))
+		return ERR_CAST(ops);
+
+	rail = kzalloc(sizeof(*rail), GFP_KERNEL);
+	if (!rail)
+		return ERR_PTR(-ENOMEM);
+	strscpy(rail->name, cfg->name, sizeof(rail->name));
+	strscpy(rail->dev, cfg->dev, sizeof(rail->dev));
+	rail->proto = cfg->proto;
+	rail->ops = ops;
+	rail->port = cfg->port ?: NZ_DEFAULT_PORT;
+	rail->weight = cfg->weight;
+	kref_init(&rail->ref);
+	rail->net = get_net(net);
+	return rail;
+}
+
+int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
+		struct netlink_ext_ack *extack)
+{
+	struct nz_rail *rail;
+	int ret;
+
+	rail = nz_rail_alloc(net, cfg, extack);
+	if (IS_ERR(rail))
+		return PTR_ERR(rail);
+
+	mutex_lock(&nz_rail_cfg_lock);
+	ret = nz_rail_claim(rail, extack);
+	if (ret)
+		goto out_unlock;
+	ret = nz_rail_resolve(rail, cfg->addr, extack);
+	if (ret)
+		goto out_unlock;
+	ret = nz_rail_check_endpoint(rail, extack);
+	if (ret)
+		goto out_unlock;
+	ret = rail->ops->rail_start(rail);
+	if (ret == -EADDRINUSE) {
+		NL_SET_ERR_MSG(extack, "address and port are in use");
+		goto out_unlock;
+	} else if (ret) {
+		NL_SET_ERR_MSG(extack, "could not start the rail's listener");
+		goto out_unlock;
+	}
+	ret = nz_sysfs_rail_add(rail);
+	if (ret)
+		goto out_stop;
+
+	/* Complete: publish it. */
+	mutex_lock(&nz_rail_lock);
+	nz_rails[rail->id] = rail;
+	mutex_unlock(&nz_rail_lock);
+	mutex_unlock(&nz_rail_cfg_lock);
+
+	pr_info("rail %s: %s dev %s %pI4:%u weight %u\n", rail->name,
+		rail->ops->name, rail->dev, &rail->addr, rail->port,
+		rail->weight);
+	return 0;
+
+out_stop:
+	rail->ops->rail_stop(rail);
+out_unlock:
+	mutex_unlock(&nz_rail_cfg_lock);
+	nz_rail_put(rail);
+	return ret;
+}
+
+/* Under nz_rail_cfg_lock. */
+static void nz_rail_destroy(struct nz_rail *rail)
+{
+	/* Unlink: lookups no longer find it, new connections cannot use it. */
+	mutex_lock(&nz_rail_lock);
+	nz_rails[rail->id] = NULL;
+	WRITE_ONCE(rail->dead, true);
+	mutex_unlock(&nz_rail_lock);
+
+	/* Close its connections; they drop their references. */
+	nz_comm_rail_removed(rail);
+	/* Stop accepting; no listener callback runs after this returns. */
+	rail->ops->rail_stop(rail);
+	/* Waits for readers of its sysfs files. */
+	nz_sysfs_rail_del(rail);
+
+	pr_info("rail %s deleted\n", rail->name);
+	/* The table's reference; the rail goes with the last one. */
+	nz_rail_put(rail);
+}
+
+int nz_rail_del(const char *name)
+{
+	struct nz_rail *rail;
+
+	mutex_lock(&nz_rail_cfg_lock);
+	rail = nz_rail_find(name);
+	if (rail)
+		nz_rail_destroy(rail);
+	mutex_unlock(&nz_rail_cfg_lock);
+	return rail ? 0 : -ENOENT;
+}
+
+int nz_rail_set(const char *name, const u32 *weight, const bool *admin_up)
+{
+	struct nz_rail *rail;
+	bool changed = false;
+	int ret = 0;
+
+	if (weight && *weight > NZ_MAX_WEIGHT)
+		return -EINVAL;
+
+	mutex_lock(&nz_rail_cfg_lock);
+	rail = nz_rail_find(name);
+	if (!rail) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if (weight && *weight != rail->weight) {
+		WRITE_ONCE(rail->weight, *weight);
+		changed = true;
+	}
+	if (admin_up && *admin_up == rail->admin_down) {
+		WRITE_ONCE(rail->admin_down, !*admin_up);
+		pr_info("rail %s: administratively %s\n", rail->name,
+			*admin_up ? "up" : "down");
+		changed = true;
+	}
+	if (changed)
+		nz_comm_rail_changed(rail);
+out_unlock:
+	mutex_unlock(&nz_rail_cfg_lock);
+	return ret;
+}
+
+static void nz_rail_fill_info(struct nz_rail_info *info,
+			      const struct nz_rail *rail)
+{
+	memset(info, 0, sizeof(*info));
+	strscpy(info->name, rail->name, sizeof(info->name));
+	info->id = rail->id;
+	info->proto = rail->proto;
+	info->state = nz_rail_state(rail);
+	info->weight = READ_ONCE(rail->weight);
+	info->addr = rail->addr;
+	info->port = htons(rail->port);
+}
+
+int nz_rail_list(struct nz_rail_info *out, u32 cap, u32 *count)
+{
+	u32 i, n = 0;
+
+	mutex_lock(&nz_rail_lock);
+	for (i = 0; i < NZ_MAX_RAILS; i++) {
+		if (!nz_rails[i])
+			continue;
+		if (n < cap)
+			nz_rail_fill_info(&out[n], nz_rails[i]);
+		n++;
+	}
+	mutex_unlock(&nz_rail_lock);
+	*count = n;
+	return 0;
+}
+
+int nz_rail_for_each(int (*fn)(struct nz_rail *rail, void *arg), void *arg,
+		     u32 start)
+{
+	int ret = 0;
+	u32 i;
+
+	mutex_lock(&nz_rail_lock);
+	for (i = start; i < NZ_MAX_RAILS && !ret; i++)
+		if (nz_rails[i])
+			ret = fn(nz_rails[i], arg);
+	mutex_unlock(&nz_rail_lock);
+	return ret;
+}
+
+int nz_rails_init(void)
+{
+	return 0;
+}
+
+/*
+ * Module exit: no netlink request or open file can add or use a rail any
+ * more.  The connections' references are gone once nz_comm_rail_removed()
+ * returned (or their work was queued on nz_wq, destroyed after us).
+ */
+void nz_rails_exit(void)
+{
+	int i;
+
+	mutex_lock(&nz_rail_cfg_lock);
+	for (i = 0; i < NZ_MAX_RAILS; i++)
+		if (nz_rails[i])
+			nz_rail_destroy(nz_rails[i]);
+	mutex_unlock(&nz_rail_cfg_lock);
+}

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Rails: the module-wide table of configured network paths.  A rail is a
+ * local endpoint (a TCP listener on a netdev's address, or an RDMA device
+ * port); communicators open connections to their peers over every rail.
+ *
+ * Lifetime: the table holds one reference on each rail it lists, every
+ * connection holds one more (nz_rail_get/nz_rail_put).  nz_rail_del()
+ * unlinks the rail, closes its connections, stops its listener, removes its
+ * sysfs directory and drops the table's reference; the memory (and the
+ * rail's hold on its network namespace) goes with the last reference.
+ */
+#ifndef _NZ_RAIL_H
+#define _NZ_RAIL_H
+
+#include <linux/kref.h>
+#include <linux/netdevice.h>
+#include <uapi/linux/nezha.h>
+
+struct nz_transport;
+struct device;
+struct netlink_ext_ack;
+
+struct nz_rail_stats {
+	atomic64_t bytes_tx;
+	atomic64_t bytes_rx;
+	atomic64_t chunks_tx;
+	atomic64_t chunks_rx;
+	atomic64_t errors;		/* connections closed on an error */
+	atomic64_t hs_refused;		/* handshakes refused */
+	atomic_t conns;			/* connections up */
+};
+
+/* What nezhactl rail add asks for (validated by netlink.c and rail.c). */
+struct nz_rail_cfg {
+	char name[NZ_RAIL_NAME_LEN];
+	u32 proto;			/* enum nz_rail_proto */
+	char dev[IFNAMSIZ];		/* netdev or IB device name */
+	__be32 addr;			/* 0 = the device's first IPv4 address */
+	u16 port;			/* 0 = NZ_DEFAULT_PORT */
+	u32 weight;
+};
+
+/*
+ * Every field but weight, admin_down, failed, dead, priv and stats is set
+ * before the rail is published in the table and never changes afterwards.
+ */
+struct nz_rail {
+	char name[NZ_RAIL_NAME_LEN];
+	u32 id;				/* slot in the rail table */
+	u32 proto;			/* enum nz_rail_proto */
+	const struct nz_transport *ops;
+	struct net *net;		/* namespace it was created in (held) */
+	char dev[IFNAMSIZ];
+	int ifindex;
+	__be32 addr;
+	u16 port;			/* host order */
+	u32 weight;			/* read locklessly: READ_ONCE */
+	bool admin_down;		/* read locklessly: READ_ONCE */
+	bool failed;			/* listener could not be started */
+	bool dead;			/* deleted; no new connections */
+	struct kref ref;		/* the table and each connection */
+	void *priv;			/* the transport's rail state */
+	struct nz_rail_stats stats;
+	struct device *sysdev;		/* /sys/class/nezha/rail-NAME */
+};
+
+/*
+ * rail.c.  Configuration calls (add, del, set) are serialised and may
+ * sleep; they return 0 or a negative errno (-ENOENT: no rail of that name).
+ * Lookups (get, list, for_each) may sleep too: process context only.
+ */
+int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
+		struct netlink_ext_ack *extack);
+int nz_rail_del(const char *name);
+/* weight and/or admin_up may be NULL: that value is left alone. */
+int nz_rail_set(const char *name, const u32 *weight, const bool *admin_up);
+struct nz_rail *nz_rail_get(const char *name);	/* takes a reference */
+void nz_rail_put(struct nz_rail *rail);
+u32 nz_rail_state(const struct nz_rail *rail);	/* enum nz_rail_state */
+/* 1..15 characters of [A-Za-z0-9_.-]; name must be NUL terminated. */
+bool nz_rail_name_valid(const char *name);
+/*
+ * Fill up to cap entries of out, in table order; *count is set to the
+ * number of rails configured (which may exceed cap).
+ */
+int nz_rail_list(struct nz_rail_info *out, u32 cap, u32 *count);
+/*
+ * Call fn for every rail in a slot >= start, in slot order, under the
+ * table lock (for netlink dumps).  Stops at and returns fn's first
+ * non-zero return value; 0 when every rail was visited.
+ */
+int nz_rail_for_each(int (*fn)(struct nz_rail *rail, void *arg), void *arg,
+		     u32 start);
+int nz_rails_init(void);
+void nz_rails_exit(void);	/* deletes every rail */
+
+/* sysfs.c: /sys/class/nezha/rail-NAME (sets rail->sysdev). */
+int nz_sysfs_rail_add(struct nz_rail *rail);
+/* Returns once no show() of the rail's files can run any more. */
+void nz_sysfs_rail_del(struct nz_rail *rail);
+
+/* comm.c: close every connection that uses rail (before it is freed). */
+void nz_comm_rail_removed(struct nz_rail *rail);
+/* comm.c: the rail's usability changed (admin up/down, weight). */
+void nz_comm_rail_changed(struct nz_rail *rail);
+
+#endif /* _NZ_RAIL_H */

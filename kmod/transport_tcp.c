@@ -1,0 +1,802 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * TCP rails: kernel TCP sockets.
+ *
+ * Each rail listens on its address.  The rank with the higher number
+ * connects; the two ends then prove knowledge of the job's secret
+ * (Documentation/wire.rst): the server sends a fresh nonce (CHALLENGE), the
+ * client answers with HELLO and an HMAC over both nonces and its identity,
+ * the server answers WELCOME with its own HMAC.  The handshake runs in a
+ * work item with blocking socket calls bounded by NZ_TCP_HS_TIMEOUT.
+ *
+ * Once established, the socket is driven by two work items, one per
+ * direction, woken by the socket's callbacks and by comm.c's kicks; they
+ * use non-blocking calls only and keep their progress (a frame half read
+ * or half written) in struct nz_tcp_conn.  Payload bytes move directly
+ * between the socket and the user's pinned pages.
+ */
+#include <linux/module.h>
+#include <linux/net.h>
+#include <linux/slab.h>
+#include <linux/random.h>
+#include <linux/delay.h>
+#include <linux/tcp.h>
+#include <linux/inet.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+#include <net/route.h>
+#include <crypto/algapi.h>
+#include "comm.h"
+#include "transport.h"
+
+#define NZ_TCP_HS_TIMEOUT	(5 * HZ)
+#define NZ_TCP_MAX_HANDSHAKES	64	/* per rail, in progress */
+#define NZ_TCP_RX_BUDGET	(2U << 20)	/* bytes per rx work run */
+#define NZ_TCP_TX_BUDGET	64		/* frames per tx work run */
+
+struct nz_tcp_rail {
+	struct nz_rail *rail;
+	struct socket *lsock;
+	struct work_struct accept_work;
+	void (*saved_data_ready)(struct sock *sk);
+	atomic_t handshakes;
+};
+
+struct nz_tcp_hs {
+	struct work_struct work;
+	struct socket *sock;
+	struct nz_rail *rail;		/* holds a reference */
+	atomic_t *counter;
+};
+
+struct nz_tcp_conn {
+	struct nz_conn *conn;
+	struct socket *sock;
+	struct work_struct rx_work;
+	struct work_struct tx_work;
+	void (*saved_data_ready)(struct sock *sk);
+	void (*saved_write_space)(struct sock *sk);
+	void (*saved_state_change)(struct sock *sk);
+
+	/* Receive progress; touched by rx_work only. */
+	u8 rx_hdr[NZ_WIRE_HDR_LEN];
+	u32 rx_hdr_got;
+	bool rx_decoded;
+	bool rx_in_body;
+	bool rx_stalled;
+	u64 rx_left;
+	struct nz_frame rx_frame;
+	struct nz_rx_dest rx_dest;
+	u8 *scratch;			/* where drained payload goes */
+
+	/* Transmit progress; touched by tx_work only. */
+	struct nz_tx_item tx;
+	bool tx_busy;
+	u8 tx_hdr[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN];
+	u32 tx_hdr_len;
+	u32 tx_hdr_sent;
+	u64 tx_left;
+};
+
+/* Handshake frames carry no DATA: these limits admit none. */
+static const struct nz_wire_limits nz_tcp_hs_lim = {
+	.max_msg = 0,
+	.max_payload = 0,
+};
+
+/* ---- blocking helpers for the handshake ------------------------------------ */
+
+static int nz_tcp_send_all(struct socket *sock, const void *buf, size_t len)
+{
+	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL };
+	struct kvec kv = { (void *)buf, len };
+	int ret;
+
+	ret = kernel_sendmsg(sock, &msg, &kv, 1, len);
+	if (ret == len)
+		return 0;
+	return ret < 0 ? ret : -EIO;
+}
+
+static int nz_tcp_recv_all(struct socket *sock, void *buf, size_t len)
+{
+	struct msghdr msg = { };
+	struct kvec kv = { buf, len };
+	int ret;
+
+	if (!len)
+		return 0;
+	ret = kernel_recvmsg(sock, &msg, &kv, 1, len, MSG_WAITALL);
+	if (ret == len)
+		return 0;
+	if (ret == -EAGAIN)
+		return -ETIMEDOUT;
+	return ret < 0 ? ret : -ECONNRESET;
+}
+
+static int nz_tcp_send_frame(struct socket *sock, const struct nz_frame *f)
+{
+	u8 buf[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN];
+	int len;
+
+	len = nz_wire_encode(f, &nz_tcp_hs_lim, buf, sizeof(buf));
+	if (len < 0)
+		return len;
+	return nz_tcp_send_all(sock, buf, len);
+}
+
+/* Read one handshake frame expected in state st. */
+static int nz_tcp_recv_frame(struct socket *sock, enum nz_wire_state st,
+			     struct nz_frame *f)
+{
+	u8 hdr[NZ_WIRE_HDR_LEN], body[NZ_WIRE_HELLO_LEN];
+	int ret;
+
+	ret = nz_tcp_recv_all(sock, hdr, sizeof(hdr));
+	if (ret)
+		return ret;
+	ret = nz_wire_decode_hdr(hdr, &nz_tcp_hs_lim, f);
+	if (ret)
+		return ret;
+	if (!nz_wire_type_expected(st, f->type) || f->len > sizeof(body))
+		return -EPROTO;
+	ret = nz_tcp_recv_all(sock, body, f->len);
+	if (ret)
+		return ret;
+	ret = nz_wire_decode_body(f, body);
+	if (ret)
+		return ret;
+	return f->type == NZ_FRAME_CLOSE ? -ECONNREFUSED : 0;
+}
+
+static void nz_tcp_send_close(struct socket *sock, u32 reason)
+{
+	struct nz_frame f;
+
+	nz_frame_init(&f, NZ_FRAME_CLOSE);
+	f.close.reason = reason;
+	nz_tcp_send_frame(sock, &f);
+}
+
+static void nz_tcp_set_timeouts(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+
+	lock_sock(sk);
+	sk->sk_rcvtimeo = NZ_TCP_HS_TIMEOUT;
+	sk->sk_sndtimeo = NZ_TCP_HS_TIMEOUT;
+	release_sock(sk);
+}
+
+/* ---- established connections ------------------------------------------------ */
+
+static void nz_tcp_data_ready(struct sock *sk)
+{
+	struct nz_tcp_conn *tc;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	tc = sk->sk_user_data;
+	if (tc)
+		queue_work(nz_wq, &tc->rx_work);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void nz_tcp_write_space(struct sock *sk)
+{
+	struct nz_tcp_conn *tc;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	tc = sk->sk_user_data;
+	if (tc && sk_stream_is_writeable(sk)) {
+		clear_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+		queue_work(nz_wq, &tc->tx_work);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void nz_tcp_state_change(struct sock *sk)
+{
+	struct nz_tcp_conn *tc;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	tc = sk->sk_user_data;
+	if (tc && sk->sk_state != TCP_ESTABLISHED)
+		queue_work(nz_wq, &tc->rx_work);	/* it sees the error */
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void nz_tcp_fail(struct nz_tcp_conn *tc, int err)
+{
+	nz_conn_fail(tc->conn, tc, err);
+}
+
+static int nz_tcp_recv(struct nz_tcp_conn *tc, struct iov_iter *iter)
+{
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT };
+	int ret;
+
+	msg.msg_iter = *iter;
+	ret = sock_recvmsg(tc->sock, &msg, MSG_DONTWAIT);
+	*iter = msg.msg_iter;
+	if (ret == 0)
+		return -ECONNRESET;	/* orderly shutdown by the peer */
+	return ret;
+}
+
+static int nz_tcp_recv_buf(struct nz_tcp_conn *tc, void *buf, size_t len)
+{
+	struct kvec kv = { buf, len };
+	struct iov_iter it;
+
+	iov_iter_kvec(&it, ITER_DEST, &kv, 1, len);
+	return nz_tcp_recv(tc, &it);
+}
+
+/* A frame header is complete: act on it.  Returns 0, -EAGAIN or an error. */
+static int nz_tcp_rx_header(struct nz_tcp_conn *tc)
+{
+	struct nz_conn *conn = tc->conn;
+	struct nz_frame *f = &tc->rx_frame;
+	int ret;
+
+	if (!tc->rx_decoded) {
+		ret = nz_wire_decode_hdr(tc->rx_hdr, &conn->peer->comm->lim, f);
+		if (ret)
+			return ret;
+		if (!nz_wire_type_expected(NZ_WS_ESTABLISHED, f->type))
+			return -EPROTO;
+		tc->rx_decoded = true;
+	}
+	if (f->type != NZ_FRAME_DATA) {
+		tc->rx_hdr_got = 0;
+		tc->rx_decoded = false;
+		return nz_conn_rx_ctrl(conn, f);
+	}
+	ret = nz_conn_rx_data(conn, f, &tc->rx_dest);
+	if (ret == -EAGAIN) {
+		tc->rx_stalled = true;	/* a kick brings us back */
+		return ret;
+	}
+	if (ret)
+		return ret;
+	tc->rx_stalled = false;
+	tc->rx_in_body = true;
+	tc->rx_left = f->len;
+	return 0;
+}
+
+static int nz_tcp_rx_body(struct nz_tcp_conn *tc)
+{
+	struct nz_rx_dest *d = &tc->rx_dest;
+	int ret;
+
+	if (tc->rx_left) {
+		if (d->drain)
+			ret = nz_tcp_recv_buf(tc, tc->scratch,
+					      min_t(u64, tc->rx_left, PAGE_SIZE));
+		else
+			ret = nz_tcp_recv(tc, &d->iter);
+		if (ret <= 0)
+			return ret;
+		tc->rx_left -= ret;
+		if (tc->rx_left)
+			return ret;
+	}
+	tc->rx_in_body = false;
+	tc->rx_hdr_got = 0;
+	tc->rx_decoded = false;
+	ret = nz_conn_rx_data_done(tc->conn, d);
+	d->msg = NULL;
+	return ret ? ret : 1;
+}
+
+static void nz_tcp_rx_work(struct work_struct *work)
+{
+	struct nz_tcp_conn *tc = container_of(work, struct nz_tcp_conn,
+					      rx_work);
+	unsigned int budget = NZ_TCP_RX_BUDGET;
+	int ret;
+
+	while (budget) {
+		if (tc->rx_in_body) {
+			ret = nz_tcp_rx_body(tc);
+		} else if (tc->rx_hdr_got < NZ_WIRE_HDR_LEN) {
+			ret = nz_tcp_recv_buf(tc, tc->rx_hdr + tc->rx_hdr_got,
+					      NZ_WIRE_HDR_LEN - tc->rx_hdr_got);
+			if (ret > 0)
+				tc->rx_hdr_got += ret;
+		} else {
+			ret = nz_tcp_rx_header(tc);
+			if (!ret)
+				ret = 1;
+		}
+		if (ret == -EAGAIN)
+			return;
+		if (ret < 0) {
+			if (ret == -EPROTO || ret == -EMSGSIZE ||
+			    ret == -EPROTONOSUPPORT)
+				pr_warn_ratelimited("rail %s: malformed frame from rank %u, closing\n",
+						    tc->conn->rail->name,
+						    tc->conn->peer->rank);
+			nz_tcp_fail(tc, ret);
+			return;
+		}
+		budget -= min_t(unsigned int, budget, ret);
+	}
+	queue_work(nz_wq, &tc->rx_work);	/* more later, be fair */
+}
+
+static int nz_tcp_send(struct nz_tcp_conn *tc, struct iov_iter *iter,
+		       bool more)
+{
+	struct msghdr msg = {
+		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0),
+	};
+	int ret;
+
+	msg.msg_iter = *iter;
+	ret = sock_sendmsg(tc->sock, &msg);
+	*iter = msg.msg_iter;
+	return ret;
+}
+
+/* Push the current frame; returns 0 when it is all out, -EAGAIN, error. */
+static int nz_tcp_tx_frame(struct nz_tcp_conn *tc)
+{
+	int ret;
+
+	while (tc->tx_hdr_sent < tc->tx_hdr_len) {
+		struct kvec kv = { tc->tx_hdr + tc->tx_hdr_sent,
+				   tc->tx_hdr_len - tc->tx_hdr_sent };
+		struct iov_iter it;
+
+		iov_iter_kvec(&it, ITER_SOURCE, &kv, 1, kv.iov_len);
+		ret = nz_tcp_send(tc, &it, tc->tx_left > 0);
+		if (ret < 0)
+			return ret;
+		tc->tx_hdr_sent += ret;
+	}
+	while (tc->tx_left) {
+		ret = nz_tcp_send(tc, &tc->tx.iter, false);
+		if (ret < 0)
+			return ret;
+		if (!ret)
+			return -EIO;
+		tc->tx_left -= ret;
+	}
+	return 0;
+}
+
+static void nz_tcp_tx_work(struct work_struct *work)
+{
+	struct nz_tcp_conn *tc = container_of(work, struct nz_tcp_conn,
+					      tx_work);
+	struct nz_conn *conn = tc->conn;
+	int n, ret;
+
+	for (n = 0; n < NZ_TCP_TX_BUDGET; n++) {
+		if (!tc->tx_busy) {
+			ret = nz_conn_tx_next(conn, &tc->tx);
+			if (ret == -ENODATA)
+				return;
+			if (ret)
+				goto fail;
+			ret = nz_wire_encode(&tc->tx.f, &conn->peer->comm->lim,
+					     tc->tx_hdr, sizeof(tc->tx_hdr));
+			if (ret < 0)
+				goto fail;
+			tc->tx_hdr_len = ret;
+			tc->tx_hdr_sent = 0;
+			tc->tx_left = tc->tx.chunk ? tc->tx.chunk->len : 0;
+			tc->tx_busy = true;
+		}
+		ret = nz_tcp_tx_frame(tc);
+		if (ret == -EAGAIN)
+			return;		/* write_space brings us back */
+		if (ret)
+			goto fail;
+		nz_conn_tx_done(conn, &tc->tx);
+		tc->tx_busy = false;
+	}
+	queue_work(nz_wq, &tc->tx_work);
+	return;
+fail:
+	nz_tcp_fail(tc, ret);
+}
+
+static struct nz_tcp_conn *nz_tcp_conn_new(struct nz_conn *conn,
+					   struct socket *sock)
+{
+	struct nz_tcp_conn *tc = kzalloc(sizeof(*tc), GFP_KERNEL);
+
+	if (!tc)
+		return NULL;
+	tc->scratch = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!tc->scratch) {
+		kfree(tc);
+		return NULL;
+	}
+	tc->conn = conn;
+	tc->sock = sock;
+	INIT_WORK(&tc->rx_work, nz_tcp_rx_work);
+	INIT_WORK(&tc->tx_work, nz_tcp_tx_work);
+	return tc;
+}
+
+static void nz_tcp_conn_free(struct nz_tcp_conn *tc)
+{
+	kfree(tc->scratch);
+	kfree(tc);
+}
+
+/* Hand an established socket to the connection; takes conn->io_lock. */
+static int nz_tcp_attach(struct nz_conn *conn, struct socket *sock)
+{
+	struct nz_tcp_conn *tc = nz_tcp_conn_new(conn, sock);
+	struct sock *sk = sock->sk;
+	int ret;
+
+	if (!tc)
+		return -ENOMEM;
+	tcp_sock_set_nodelay(sk);
+	lock_sock(sk);
+	sk->sk_rcvtimeo = MAX_SCHEDULE_TIMEOUT;
+	sk->sk_sndtimeo = MAX_SCHEDULE_TIMEOUT;
+	release_sock(sk);
+
+	mutex_lock(&conn->io_lock);
+	nz_conn_detach(conn, -ECONNRESET);	/* a stale one, if any */
+	ret = nz_conn_attach(conn, tc);
+	if (!ret) {
+		write_lock_bh(&sk->sk_callback_lock);
+		sk->sk_user_data = tc;
+		tc->saved_data_ready = sk->sk_data_ready;
+		tc->saved_write_space = sk->sk_write_space;
+		tc->saved_state_change = sk->sk_state_change;
+		sk->sk_data_ready = nz_tcp_data_ready;
+		sk->sk_write_space = nz_tcp_write_space;
+		sk->sk_state_change = nz_tcp_state_change;
+		write_unlock_bh(&sk->sk_callback_lock);
+		/* Frames may already wait in the socket. */
+		queue_work(nz_wq, &tc->rx_work);
+		queue_work(nz_wq, &tc->tx_work);
+	}
+	mutex_unlock(&conn->io_lock);
+	if (ret)
+		nz_tcp_conn_free(tc);
+	return ret;
+}
+
+static void nz_tcp_conn_close(struct nz_conn *conn)
+{
+	struct nz_tcp_conn *tc = conn->tp;
+	struct sock *sk = tc->sock->sk;
+
+	/* No callback queues our work after this; then no work runs. */
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = tc->saved_data_ready;
+	sk->sk_write_space = tc->saved_write_space;
+	sk->sk_state_change = tc->saved_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+	cancel_work_sync(&tc->rx_work);
+	cancel_work_sync(&tc->tx_work);
+
+	if (tc->rx_in_body)
+		nz_conn_rx_data_abort(conn, &tc->rx_dest);
+	kernel_sock_shutdown(tc->sock, SHUT_RDWR);
+	sock_release(tc->sock);
+	nz_tcp_conn_free(tc);
+}
+
+static void nz_tcp_conn_kick(struct nz_conn *conn)
+{
+	struct nz_tcp_conn *tc = conn->tp;
+
+	queue_work(nz_wq, &tc->tx_work);
+	if (READ_ONCE(tc->rx_stalled))
+		queue_work(nz_wq, &tc->rx_work);
+}
+
+/* ---- client side --------------------------------------------------------------- */
+
+static int nz_tcp_client_handshake(struct nz_conn *conn, struct socket *sock)
+{
+	struct nz_comm *comm = conn->peer->comm;
+	u8 in[NZ_WIRE_HELLO_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
+	u8 nonce_s[NZ_WIRE_NONCE_LEN];
+	struct nz_frame f;
+	int ret;
+
+	ret = nz_tcp_recv_frame(sock, NZ_WS_CLIENT_WAIT_CHALLENGE, &f);
+	if (ret)
+		return ret;
+	memcpy(nonce_s, f.challenge.nonce_s, sizeof(nonce_s));
+
+	nz_frame_init(&f, NZ_FRAME_HELLO);
+	f.hello.job_id = comm->job_id;
+	f.hello.src_rank = comm->rank;
+	f.hello.dst_rank = conn->peer->rank;
+	f.hello.rail = conn->slot;
+	f.hello.nrails = comm->nrails;
+	f.hello.unit = comm->unit;
+	get_random_bytes(f.hello.nonce_c, sizeof(f.hello.nonce_c));
+	nz_wire_hello_mac_input(&f.hello, nonce_s, in);
+	ret = nz_comm_mac(comm, in, NZ_WIRE_HELLO_MAC_LEN, f.hello.mac);
+	if (ret)
+		return ret;
+	ret = nz_tcp_send_frame(sock, &f);
+	if (ret)
+		return ret;
+
+	/* The server proves it knows the secret too. */
+	nz_wire_welcome_mac_input(f.hello.nonce_c, nonce_s, comm->job_id,
+				  conn->peer->rank, comm->rank, conn->slot, in);
+	ret = nz_comm_mac(comm, in, NZ_WIRE_WELCOME_MAC_LEN, mac);
+	if (ret)
+		return ret;
+	ret = nz_tcp_recv_frame(sock, NZ_WS_CLIENT_WAIT_WELCOME, &f);
+	if (ret)
+		return ret;
+	if (crypto_memneq(mac, f.welcome.mac, sizeof(mac)))
+		return -EACCES;
+	return 0;
+}
+
+static int nz_tcp_conn_connect(struct nz_conn *conn)
+{
+	struct nz_comm *comm = conn->peer->comm;
+	const struct nz_comm_addr *a;
+	struct nz_rail *rail = conn->rail;
+	struct sockaddr_in local = { .sin_family = AF_INET };
+	struct sockaddr_in peer = { .sin_family = AF_INET };
+	struct socket *sock;
+	int ret;
+
+	a = &comm->addrs[conn->peer->rank * comm->nrails + conn->slot];
+	peer.sin_addr.s_addr = a->addr;
+	peer.sin_port = a->port;
+	local.sin_addr.s_addr = rail->addr;
+
+	ret = sock_create_kern(rail->net, AF_INET, SOCK_STREAM, IPPROTO_TCP,
+			       &sock);
+	if (ret)
+		return ret;
+	nz_tcp_set_timeouts(sock);
+	/* Leave by the rail's device, unless the peer is on this host. */
+	if (inet_addr_type(rail->net, a->addr) != RTN_LOCAL) {
+		ret = sock_bindtoindex(sock->sk, rail->ifindex, true);
+		if (ret)
+			goto out_release;
+	}
+	ret = kernel_bind(sock, (struct sockaddr *)&local, sizeof(local));
+	if (ret)
+		goto out_release;
+	ret = kernel_connect(sock, (struct sockaddr *)&peer, sizeof(peer), 0);
+	if (ret)
+		goto out_release;
+	ret = nz_tcp_client_handshake(conn, sock);
+	if (ret) {
+		if (ret == -EACCES) {
+			atomic64_inc(&rail->stats.hs_refused);
+			pr_warn_ratelimited("rail %s: rank %u failed to authenticate\n",
+					    rail->name, conn->peer->rank);
+		}
+		goto out_release;
+	}
+	ret = nz_tcp_attach(conn, sock);
+	if (ret)
+		goto out_release;
+	return 0;
+
+out_release:
+	sock_release(sock);
+	return ret;
+}
+
+/* ---- server side --------------------------------------------------------------- */
+
+/* Check a HELLO against the communicator it names; 0 or a close reason. */
+static u32 nz_tcp_check_hello(struct nz_comm *comm, struct nz_rail *rail,
+			      const struct nz_frame_hello *h,
+			      const u8 *nonce_s, struct nz_conn **connp)
+{
+	u8 in[NZ_WIRE_HELLO_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
+	struct nz_conn *conn;
+
+	conn = nz_comm_conn(comm, h->src_rank, h->rail);
+	if (!conn || h->nrails != comm->nrails || h->unit != comm->unit ||
+	    comm->rails[h->rail] != rail || conn->client)
+		return NZ_CLOSE_IDENTITY;
+	nz_wire_hello_mac_input(h, nonce_s, in);
+	if (nz_comm_mac(comm, in, sizeof(in), mac) ||
+	    crypto_memneq(mac, h->mac, sizeof(mac)))
+		return NZ_CLOSE_AUTH;
+	*connp = conn;
+	return 0;
+}
+
+static void nz_tcp_server_hs_work(struct work_struct *work)
+{
+	struct nz_tcp_hs *hs = container_of(work, struct nz_tcp_hs, work);
+	u8 nonce_s[NZ_WIRE_NONCE_LEN], in[NZ_WIRE_WELCOME_MAC_LEN];
+	struct nz_rail *rail = hs->rail;
+	struct nz_comm *comm = NULL;
+	struct nz_conn *conn = NULL;
+	struct nz_frame f, hello;
+	u32 reason = NZ_CLOSE_PROTO;
+	int ret;
+
+	nz_tcp_set_timeouts(hs->sock);
+	get_random_bytes(nonce_s, sizeof(nonce_s));
+	nz_frame_init(&f, NZ_FRAME_CHALLENGE);
+	memcpy(f.challenge.nonce_s, nonce_s, sizeof(nonce_s));
+	ret = nz_tcp_send_frame(hs->sock, &f);
+	if (ret)
+		goto refuse;
+	ret = nz_tcp_recv_frame(hs->sock, NZ_WS_SERVER_WAIT_HELLO, &hello);
+	if (ret)
+		goto refuse;
+	reason = NZ_CLOSE_IDENTITY;
+	if (READ_ONCE(rail->dead) || READ_ONCE(rail->admin_down))
+		goto refuse;
+	comm = nz_comm_find_job(hello.hello.job_id, hello.hello.dst_rank);
+	if (!comm)
+		goto refuse;
+	reason = nz_tcp_check_hello(comm, rail, &hello.hello, nonce_s, &conn);
+	if (reason)
+		goto refuse;
+
+	nz_frame_init(&f, NZ_FRAME_WELCOME);
+	nz_wire_welcome_mac_input(hello.hello.nonce_c, nonce_s, comm->job_id,
+				  comm->rank, hello.hello.src_rank,
+				  hello.hello.rail, in);
+	ret = nz_comm_mac(comm, in, sizeof(in), f.welcome.mac);
+	if (!ret)
+		ret = nz_tcp_send_frame(hs->sock, &f);
+	if (!ret)
+		ret = nz_tcp_attach(conn, hs->sock);
+	if (ret) {
+		sock_release(hs->sock);	/* not the client's fault */
+		goto out;
+	}
+	goto out;
+
+refuse:
+	if (reason != NZ_CLOSE_PROTO || ret != -ECONNRESET)
+		nz_tcp_send_close(hs->sock, reason);
+	atomic64_inc(&rail->stats.hs_refused);
+	pr_info_ratelimited("rail %s: refused a connection (%s, %d)\n",
+			    rail->name,
+			    reason == NZ_CLOSE_AUTH ? "bad secret" :
+			    reason == NZ_CLOSE_IDENTITY ? "unknown job or rank" :
+			    "malformed handshake", ret);
+	kernel_sock_shutdown(hs->sock, SHUT_RDWR);
+	sock_release(hs->sock);
+out:
+	if (comm)
+		nz_comm_put(comm);
+	atomic_dec(hs->counter);
+	nz_rail_put(rail);
+	kfree(hs);
+}
+
+static void nz_tcp_accept_work(struct work_struct *work)
+{
+	struct nz_tcp_rail *tr = container_of(work, struct nz_tcp_rail,
+					      accept_work);
+	struct socket *sock;
+	struct nz_tcp_hs *hs;
+
+	while (!kernel_accept(tr->lsock, &sock, O_NONBLOCK)) {
+		/*
+		 * TCP clones the listener: the child inherits our listener
+		 * callback and its user data.  Give it the stock ones back.
+		 */
+		write_lock_bh(&sock->sk->sk_callback_lock);
+		sock->sk->sk_user_data = NULL;
+		sock->sk->sk_data_ready = tr->saved_data_ready;
+		write_unlock_bh(&sock->sk->sk_callback_lock);
+		hs = NULL;
+		if (atomic_inc_return(&tr->handshakes) <= NZ_TCP_MAX_HANDSHAKES)
+			hs = kzalloc(sizeof(*hs), GFP_KERNEL);
+		if (!hs) {
+			atomic_dec(&tr->handshakes);
+			atomic64_inc(&tr->rail->stats.hs_refused);
+			sock_release(sock);
+			continue;
+		}
+		hs->sock = sock;
+		hs->rail = tr->rail;
+		hs->counter = &tr->handshakes;
+		kref_get(&tr->rail->ref);
+		INIT_WORK(&hs->work, nz_tcp_server_hs_work);
+		queue_work(nz_wq, &hs->work);
+	}
+}
+
+static void nz_tcp_listen_data_ready(struct sock *sk)
+{
+	struct nz_tcp_rail *tr;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	tr = sk->sk_user_data;
+	if (tr)
+		queue_work(nz_wq, &tr->accept_work);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static int nz_tcp_rail_start(struct nz_rail *rail)
+{
+	struct sockaddr_in sin = {
+		.sin_family = AF_INET,
+		.sin_addr.s_addr = rail->addr,
+		.sin_port = htons(rail->port),
+	};
+	struct nz_tcp_rail *tr;
+	struct sock *sk;
+	int ret;
+
+	tr = kzalloc(sizeof(*tr), GFP_KERNEL);
+	if (!tr)
+		return -ENOMEM;
+	tr->rail = rail;
+	INIT_WORK(&tr->accept_work, nz_tcp_accept_work);
+	ret = sock_create_kern(rail->net, AF_INET, SOCK_STREAM, IPPROTO_TCP,
+			       &tr->lsock);
+	if (ret)
+		goto out_free;
+	sk = tr->lsock->sk;
+	sock_set_reuseaddr(sk);
+	ret = kernel_bind(tr->lsock, (struct sockaddr *)&sin, sizeof(sin));
+	if (ret)
+		goto out_release;
+	ret = kernel_listen(tr->lsock, 128);
+	if (ret)
+		goto out_release;
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = tr;
+	tr->saved_data_ready = sk->sk_data_ready;
+	sk->sk_data_ready = nz_tcp_listen_data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+	rail->priv = tr;
+	return 0;
+
+out_release:
+	sock_release(tr->lsock);
+out_free:
+	kfree(tr);
+	return ret;
+}
+
+static void nz_tcp_rail_stop(struct nz_rail *rail)
+{
+	struct nz_tcp_rail *tr = rail->priv;
+	struct sock *sk;
+
+	if (!tr)
+		return;
+	sk = tr->lsock->sk;
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = tr->saved_data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+	cancel_work_sync(&tr->accept_work);
+	kernel_sock_shutdown(tr->lsock, SHUT_RDWR);
+	sock_release(tr->lsock);
+	/* Handshakes in flight hold the rail, not tr: wait for them. */
+	while (atomic_read(&tr->handshakes))
+		msleep(20);
+	rail->priv = NULL;
+	kfree(tr);
+}
+
+const struct nz_transport nz_tcp_transport = {
+	.name = "tcp",
+	.proto = NZ_PROTO_TCP,
+	.rail_start = nz_tcp_rail_start,
+	.rail_stop = nz_tcp_rail_stop,
+	.conn_connect = nz_tcp_conn_connect,
+	.conn_kick = nz_tcp_conn_kick,
+	.conn_close = nz_tcp_conn_close,
+};

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Nezha wire protocol: frame layout, encode/decode and validation.
+ *
+ * Every rail connection, TCP or RDMA, carries the same frames: a fixed
+ * NZ_WIRE_HDR_LEN-byte header, big-endian, followed by hdr.len bytes
+ * (DATA payload, or the fixed HELLO body).  The layout, the handshake and
+ * the acknowledgment rules are in Documentation/wire.rst.
+ *
+ * Pure C without kernel calls: built into nezha.ko and into host tests.
+ * Every function returns 0 (or a byte count) or a negative errno:
+ *   -EPROTO           malformed frame: close the rail connection, count it
+ *   -EPROTONOSUPPORT  good magic, but a wire version this module lacks
+ *   -EMSGSIZE         DATA payload or message beyond the job's limits
+ * The MAC itself (HMAC-SHA256 with the job secret) and its constant-time
+ * comparison are the transport's; this file only builds its input.
+ */
+#ifndef _NZ_WIRE_H
+#define _NZ_WIRE_H
+
+#include "nz_compat.h"
+
+#define NZ_WIRE_MAGIC		0x4e5a	/* "NZ" */
+#define NZ_WIRE_VERSION		1
+#define NZ_WIRE_HDR_LEN		48
+#define NZ_WIRE_NONCE_LEN	16
+#define NZ_WIRE_MAC_LEN		32
+#define NZ_WIRE_HELLO_LEN	72	/* HELLO body, after the header */
+
+/* Canonical byte strings fed to HMAC-SHA256 for HELLO and WELCOME. */
+#define NZ_WIRE_HELLO_MAC_LEN	64
+#define NZ_WIRE_WELCOME_MAC_LEN	58
+
+/* Chunk unit: a power of two in [NZ_WIRE_UNIT_MIN, NZ_WIRE_UNIT_MAX]. */
+#define NZ_WIRE_UNIT_MIN	(4U << 10)
+#define NZ_WIRE_UNIT_MAX	(4U << 20)
+
+enum nz_frame_type {
+	NZ_FRAME_CHALLENGE	= 1,	/* server -> client, on accept */
+	NZ_FRAME_HELLO		= 2,	/* client -> server */
+	NZ_FRAME_WELCOME	= 3,	/* server -> client */
+	NZ_FRAME_DATA		= 4,
+	NZ_FRAME_ACK		= 5,
+	NZ_FRAME_HEARTBEAT	= 6,
+	NZ_FRAME_HEARTBEAT_ACK	= 7,
+	NZ_FRAME_CLOSE		= 8,
+	__NZ_FRAME_MAX,
+};
+
+/* CLOSE reasons.  A receiver accepts any value: CLOSE is final anyway. */
+enum nz_close_reason {
+	NZ_CLOSE_NORMAL		= 0,	/* communicator or module going away */
+	NZ_CLOSE_PROTO		= 1,	/* malformed or unexpected frame */
+	NZ_CLOSE_AUTH		= 2,	/* MAC mismatch */
+	NZ_CLOSE_IDENTITY	= 3,	/* unknown job, rank or rail */
+	NZ_CLOSE_VERSION	= 4,	/* wire version not supported */
+	NZ_CLOSE_TIMEOUT	= 5,	/* handshake or heartbeat timeout */
+	NZ_CLOSE_ADMIN		= 6,	/* rail set down by the administrator */
+	NZ_CLOSE_RESOURCE	= 7,	/* out of memory or of a limit */
+};
+
+/* Connection states, for nz_wire_type_expected(). */
+enum nz_wire_state {
+	NZ_WS_CLIENT_WAIT_CHALLENGE,
+	NZ_WS_SERVER_WAIT_HELLO,
+	NZ_WS_CLIENT_WAIT_WELCOME,
+	NZ_WS_ESTABLISHED,
+};
+
+/* Per-job limits; the same on every rail, so any chunk can be rerouted. */
+struct nz_wire_limits {
+	u64	max_msg;	/* largest DATA total */
+	u32	max_payload;	/* largest DATA len (>= the chunk unit) */
+};
+
+struct nz_frame_challenge {
+	u8	nonce_s[NZ_WIRE_NONCE_LEN];
+};
+
+struct nz_frame_hello {
+	u64	job_id;
+	u32	src_rank;	/* the client */
+	u32	dst_rank;	/* the server */
+	u16	rail;		/* rail index, < nrails */
+	u16	nrails;		/* rails the client has towards this peer */
+	u32	unit;		/* chunk unit in bytes */
+	u8	nonce_c[NZ_WIRE_NONCE_LEN];
+	u8	mac[NZ_WIRE_MAC_LEN];
+};
+
+struct nz_frame_welcome {
+	u8	mac[NZ_WIRE_MAC_LEN];
+};
+
+struct nz_frame_data {
+	u64	msg_id;		/* per direction, from 1: duplicate detection */
+	u64	tag;
+	u64	tag_seq;	/* k-th message on (sender, receiver, tag) */
+	u64	total;		/* whole message length */
+	u64	offset;		/* of this frame's payload in the message */
+};
+
+struct nz_frame_ack {
+	u64	msg_id;
+	u64	offset;		/* of the acknowledged DATA frame */
+	u32	len;		/* its payload length */
+};
+
+/* HEARTBEAT and HEARTBEAT_ACK; the ACK echoes both fields unchanged. */
+struct nz_frame_heartbeat {
+	u64	ts_ns;		/* sender's clock; only the sender reads it */
+	u64	seq;
+};
+
+struct nz_frame_close {
+	u32	reason;		/* enum nz_close_reason */
+};
+
+/* A decoded frame, or one to encode. */
+struct nz_frame {
+	u8		type;		/* enum nz_frame_type */
+	u32		len;		/* bytes after the header */
+	const u8	*payload;	/* DATA: set by the decoder */
+	union {
+		struct nz_frame_challenge	challenge;
+		struct nz_frame_hello		hello;
+		struct nz_frame_welcome		welcome;
+		struct nz_frame_data		data;
+		struct nz_frame_ack		ack;
+		struct nz_frame_heartbeat	hb;
+		struct nz_frame_close		close;
+	};
+};
+
+/* Zero @f and set its type and, for HELLO, the fixed body length. */
+void nz_frame_init(struct nz_frame *f, enum nz_frame_type type);
+
+/* Every rule the decoder applies, applied to a frame before sending. */
+int nz_wire_check(const struct nz_frame *f, const struct nz_wire_limits *lim);
+
+/*
+ * Write the header (and the HELLO body) of @f to @buf; the DATA payload is
+ * not copied, the transport sends it from the caller's pages.  Returns the
+ * number of bytes written, -ENOSPC if @size is too small, or the error of
+ * nz_wire_check().
+ */
+int nz_wire_encode(const struct nz_frame *f, const struct nz_wire_limits *lim,
+		   void *buf, size_t size);
+
+/*
+ * Decode and validate exactly NZ_WIRE_HDR_LEN bytes at @hdr.  On success
+ * f->len bytes follow: read them, then call nz_wire_decode_body().
+ */
+int nz_wire_decode_hdr(const void *hdr, const struct nz_wire_limits *lim,
+		       struct nz_frame *f);
+
+/* Parse the f->len bytes at @body (HELLO) or point f->payload at them. */
+int nz_wire_decode_body(struct nz_frame *f, const void *body);
+
+/* One whole frame in @size bytes, no more and no less (RDMA messages). */
+int nz_wire_decode(const void *buf, size_t size,
+		   const struct nz_wire_limits *lim, struct nz_frame *f);
+
+/* HMAC input of HELLO: "NZHELLO1" nonce_s nonce_c job src dst rail n unit. */
+void nz_wire_hello_mac_input(const struct nz_frame_hello *h,
+			     const u8 *nonce_s, u8 *out);
+
+/* HMAC input of WELCOME: "NZWELC01" nonce_c nonce_s job server client rail. */
+void nz_wire_welcome_mac_input(const u8 *nonce_c, const u8 *nonce_s,
+			       u64 job_id, u32 server_rank, u32 client_rank,
+			       u16 rail, u8 *out);
+
+/* May a frame of @type arrive in state @st?  CLOSE always may. */
+bool nz_wire_type_expected(enum nz_wire_state st, unsigned int type);
+
+const char *nz_wire_type_name(unsigned int type);
+
+/*
+ * Chunking rule, shared by sender and receiver: a message is cut in units
+ * of @unit bytes; a DATA frame starts at a unit boundary and covers whole
+ * units, except that a frame ending at total may end short of a boundary.
+ * A zero-length message is one frame with offset 0 and len 0.
+ */
+bool nz_wire_chunk_ok(u64 total, u64 offset, u64 len, u32 unit);
+
+/* Payload length of a frame of at most @nunits units starting at @offset. */
+u64 nz_wire_chunk_len(u64 total, u64 offset, u64 nunits, u32 unit);
+
+static inline bool nz_wire_unit_ok(u32 unit)
+{
+	return is_power_of_2(unit) && unit >= NZ_WIRE_UNIT_MIN &&
+	       unit <= NZ_WIRE_UNIT_MAX;
+}
+
+/* Units in a message of @total bytes; @unit must satisfy nz_wire_unit_ok(). */
+static inline u64 nz_wire_unit_count(u64 total, u32 unit)
+{
+	unsigned int shift = ilog2(unit);
+
+	return (total >> shift) + !!(total & (unit - 1));
+}
+
+#endif /* _NZ_WIRE_H */

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libnezha private declarations: the bootstrap (rendezvous of the ranks of a
+ * job), environment parsing and the error-detail buffer.
+ *
+ * Nothing here is exported: libnezha.map exports nz_* only, and these names
+ * start with nzi_.  Host unit tests reach them through the static archive.
+ */
+#ifndef NEZHA_INTERNAL_H
+#define NEZHA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "nezha.h"
+
+/* ---- Error detail (comm.c) ---- */
+
+/*
+ * Record a human-readable explanation of the failure about to be returned,
+ * for nz_last_error().  Returns err, so that callers can write
+ * "return nzi_error(-EINVAL, "...")".
+ */
+__attribute__((format(printf, 2, 3)))
+int nzi_error(int err, const char *fmt, ...);
+
+/* Log a line on stderr when verbose (NZ_COMM_F_VERBOSE or $NEZHA_DEBUG). */
+__attribute__((format(printf, 3, 4)))
+void nzi_log(bool verbose, int rank, const char *fmt, ...);
+
+/* ---- Bootstrap (bootstrap.c) ---- */
+
+/* One local rail as the bootstrap sees it: what NZ_IOC_RAIL_LIST gives. */
+struct nzi_rail {
+	char name[NZ_RAIL_NAME_LEN];	/* NUL terminated, non-empty */
+	uint32_t addr;			/* IPv4, network order */
+	uint16_t port;			/* network order */
+};
+
+struct nzi_boot_cfg {
+	int rank;			/* 0..size-1 */
+	int size;			/* 1..NZ_MAX_RANKS */
+	const char *master_addr;	/* host name or address of rank 0 */
+	int master_port;		/* 1..65535 */
+	int timeout_ms;			/* > 0: the whole rendezvous */
+	const struct nzi_rail *rails;	/* this rank's rails (input) */
+	unsigned int nrails;		/* 0..NZ_MAX_RAILS */
+	bool verbose;
+};
+
+/* What every rank of a job learns; identical on every rank. */
+struct nzi_boot_job {
+	uint64_t job_id;
+	uint8_t secret[NZ_SECRET_LEN];
+	unsigned int size;
+	unsigned int nrails;		/* rail slots: names on every rank */
+	char rails[NZ_MAX_RAILS][NZ_RAIL_NAME_LEN];	/* rank 0's order */
+	struct nz_comm_addr *addrs;	/* [rank * nrails + slot], malloc'd */
+	unsigned int rejected;		/* rank 0 only: connections dropped */
+};
+
+/*
+ * Run the rendezvous.  Returns 0 with *job filled in (free it with
+ * nzi_boot_job_free()), or a negative errno with nz_last_error() set:
+ * -ETIMEDOUT a rank (or rank 0) did not show up in time, -EEXIST another
+ * process already holds this rank, -EINVAL bad configuration or a job of
+ * another size, -EPROTO incompatible peer, -ENODEV no rail common to every
+ * rank, -EADDRINUSE rank 0 cannot listen, -ECONNRESET rank 0 went away.
+ */
+int nzi_bootstrap(const struct nzi_boot_cfg *cfg, struct nzi_boot_job *job);
+void nzi_boot_job_free(struct nzi_boot_job *job);
+
+/*
+ * The slot computation alone: the names present on every rank, in rank 0's
+ * order, and the address table.  rails[r] / nrails[r] are rank r's rails.
+ * Fills job->nrails, job->rails and job->addrs (malloc'd).
+ */
+int nzi_boot_slots(struct nzi_boot_job *job, unsigned int size,
+		   const struct nzi_rail *const *rails,
+		   const unsigned int *nrails);
+
+/* Wire format of the rendezvous (all integers big endian). */
+#define NZI_BOOT_MAGIC		0x4e5a4253u	/* "NZBS" */
+#define NZI_BOOT_VERSION	1
+#define NZI_BOOT_HDR_LEN	12	/* magic u32, version u16, type u16, len u32 */
+#define NZI_BOOT_RAIL_LEN	24	/* name[16], addr be32, port be16, rsvd u16 */
+#define NZI_BOOT_HELLO_MAX	(NZI_BOOT_HDR_LEN + 16 + NZ_MAX_RAILS * NZI_BOOT_RAIL_LEN)
+
+enum nzi_boot_type {
+	NZI_BOOT_HELLO	 = 1,	/* rank -> rank 0: rank, size, rails */
+	NZI_BOOT_WELCOME = 2,	/* rank 0 -> rank: job id, secret, table */
+	NZI_BOOT_ABORT	 = 3,	/* rank 0 -> rank: errno and reason */
+};
+
+/* Encode a HELLO into buf (at least NZI_BOOT_HELLO_MAX); returns its length. */
+size_t nzi_boot_encode_hello(uint8_t *buf, int rank, int size,
+			     const struct nzi_rail *rails, unsigned int nrails);
+
+/* ---- Environment (bootstrap.c) ---- */
+
+struct nzi_env {
+	int rank;
+	int size;
+	char master_addr[256];		/* "" when unset */
+	int master_port;		/* 0 when unset */
+	int timeout_ms;			/* 0 when $NEZHA_TIMEOUT_MS is unset */
+};
+
+/*
+ * Read RANK/WORLD_SIZE (torchrun) or OMPI_COMM_WORLD_RANK/_SIZE (Open MPI),
+ * MASTER_ADDR and MASTER_PORT (required when the size is above 1) and
+ * NEZHA_TIMEOUT_MS (optional).  Returns 0 or -EINVAL with nz_last_error()
+ * naming the missing or malformed variable.
+ */
+int nzi_env_parse(struct nzi_env *env);
+
+/* Strict decimal parse of [min, max]; returns 0 or -EINVAL. */
+int nzi_parse_int(const char *s, long min, long max, long *out);
+
+/* Monotonic clock in milliseconds. */
+int64_t nzi_now_ms(void);
+
+/* ---- Communicator internals (comm.c, p2p.c) ---- */
+
+#include <sys/uio.h>
+
+enum nzi_req_state {
+	NZI_REQ_FREE,		/* on the free list */
+	NZI_REQ_INFLIGHT,	/* submitted, no completion yet */
+	NZI_REQ_DONE,		/* completed, not yet waited for */
+};
+
+/*
+ * A request lives in comm->reqs[idx] from its first use to the comm's
+ * destruction and is recycled through the free list.  The completion's
+ * user_data is gen << 32 | idx: a completion is only applied to the request
+ * it was submitted for, never to a recycled one.
+ */
+struct nz_request {
+	struct nz_comm *comm;
+	uint32_t idx;
+	uint32_t gen;		/* bumped on every reuse */
+	uint8_t state;		/* enum nzi_req_state */
+	bool orphan;		/* nobody waits: free it on completion */
+	uint32_t op;		/* NZ_CMD_SEND or NZ_CMD_RECV */
+	int peer;
+	uint64_t tag;
+	size_t len;
+	int32_t res;		/* the CQE's result once done */
+	struct nz_request *next_free;
+};
+
+struct nz_comm {
+	struct nz_queue *q;
+	int rank, size;
+	bool has_kcomm;		/* a module communicator exists */
+	uint32_t comm_id;
+	uint64_t features;	/* NZ_FEAT_* of the module */
+	uint64_t job_id;
+	unsigned int nrails;
+	char rails[NZ_MAX_RAILS][NZ_RAIL_NAME_LEN];
+	bool verbose;
+	int wait_timeout_ms;	/* <= 0: block */
+
+	struct nz_request **reqs;	/* every request ever allocated */
+	unsigned int nreqs, reqs_cap;
+	struct nz_request *free_reqs;
+	unsigned int inflight;
+	unsigned long stray;	/* completions that matched no request */
+
+	struct iovec bufs[NZ_COMM_MAX_BUFFERS];	/* iov_base NULL: hole */
+	unsigned int nbufs;	/* highest used index + 1 */
+};
+
+/* Reap every completion already posted (p2p.c); returns how many. */
+int nzi_comm_reap(struct nz_comm *comm);
+/* The registered buffer index holding buf[0..len), or -1 (p2p.c). */
+int nzi_fixed_index(const struct nz_comm *comm, const void *buf, size_t len);
+/* Release every request (comm destruction, p2p.c). */
+void nzi_comm_free_requests(struct nz_comm *comm);
+
+
+/*
+ * Build a communicator around an already open queue without bootstrap or
+ * ioctls: p2p.c's machinery can then be exercised on any file (host tests
+ * point the queue at /dev/null).  Takes ownership of q.
+ */
+int nzi_comm_wrap(struct nz_comm **out, struct nz_queue *q, int rank,
+		  int size, uint32_t comm_id, uint64_t features);
+struct nz_queue *nzi_comm_queue(struct nz_comm *comm);
+/* Completions the comm reaped that matched no request in flight. */
+unsigned long nzi_comm_stray(const struct nz_comm *comm);
+
+#endif /* NEZHA_INTERNAL_H */

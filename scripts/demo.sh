@@ -1,0 +1,59 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make demo: two emulated nodes joined by two shaped TCP rails; Nezha stripes
+# one transfer over both.  Boots the guests (selftests/qemu/vm.sh), shows
+# what each one runs as it happens (selftests/guest/demo.sh), then the verdict.
+#
+#    +----------- nz0 -----------+            +----------- nz1 -----------+
+#    | nezha-bench p2p (rank 0)  |            | nezha-bench p2p (rank 1)  |
+#    | libnezha -> /dev/nezha    |            | libnezha -> /dev/nezha    |
+#    | nezha.ko                  |            | nezha.ko                  |
+#    |  rail0 10.77.0.1 ---------+-- 40mbit --+--------- 10.77.0.2 rail0 |
+#    |  rail1 10.77.1.1 ---------+-- 40mbit --+--------- 10.77.1.2 rail1 |
+#    +---------------------------+            +---------------------------+
+#
+# environment: NZ_RATE (40mbit), NZ_DEMO_TIMEOUT (600 s), NZ_OUT (build/demo)
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+out=${NZ_OUT:-build/demo}
+mkdir -p "$out"
+out=$(realpath "$out")
+rm -f "$out"/guest*.result
+sed -n '/^#    +/,/^#    +.*+$/s/^# //p' "$0" | tail -n 8
+echo
+echo "Booting 2 guests under QEMU (TCG: this takes a minute or two)..."
+echo
+
+selftests/qemu/vm.sh -n 2 -r 2 -t "${NZ_DEMO_TIMEOUT:-600}" -o "$out" \
+	selftests/guest/demo.sh "${NZ_RATE:-40mbit}" >"$out/vm.log" 2>&1 &
+vm=$!
+
+# Follow both guests' output as it is produced: nz0's in full, nz1's
+# prefixed.  TAP bookkeeping and the harness's status lines are left out.
+i=0
+while [ ! -e "$out/guest1.result" ] && [ $i -lt 50 ]; do
+	sleep 0.2
+	i=$((i + 1))
+done
+tail -n +1 -F --pid=$vm "$out/guest0.result" "$out/guest1.result" 2>/dev/null |
+	awk '
+	/^==> .*guest0\.result <==$/ { p = ""; next }
+	/^==> .*guest1\.result <==$/ { p = "    nz1| "; next }
+	/^==> / || /^$/ || /^NZ-/ || /^1\.\./ { next }
+	/^(not )?ok / { if ($1 == "not") print p "FAILED: " substr($0, index($0, "-") + 2); next }
+	/^# / { print p substr($0, 3); fflush(); next }
+	{ print p $0; fflush() }'
+wait $vm
+rc=$?
+
+echo
+if [ $rc -eq 0 ]; then
+	echo "demo: every step passed."
+else
+	echo "demo: some steps failed:"
+	grep -E '^not ok' "$out/vm.log" | sed 's/^/  /'
+	echo "logs: $out (vm.log, guest*.result, guest*.console)"
+fi
+exit $rc

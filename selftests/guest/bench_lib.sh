@@ -1,0 +1,187 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Helpers of the multi-guest benchmark and demo scripts (sourced after
+# lib.sh): a guest-to-guest barrier, rail shaping, the MPTCP wrapper,
+# Nezha rail set-up and nezha-bench runs.  Every wait is bounded.
+#
+# Environment (from selftests/qemu/guest-stage.sh): NZ_NODE, NZ_NODES,
+# NZ_RAILS, NZ_IFS, NZ_ADDRS, NZ_OUT.  Rail r of guest g is 10.77.r.(g+1).
+
+read -ra nz_ifs <<<"${NZ_IFS:-}"
+NZ_BAR_ADDR=10.77.0.1		# node 0, rail 0: the barrier coordinator
+NZ_BAR_PORT=${NZ_BAR_PORT:-7900}
+NZ_MASTER_PORT=${NZ_MASTER_PORT:-29500}
+_nz_bar_seq=0
+
+say() {		# say TEXT...: a comment line the harness relays
+	echo "# $*"
+}
+comment() {	# comment < TEXT: every line as a comment
+	sed 's/^/# /'
+}
+rail_addr() {	# rail_addr NODE RAIL
+	echo "10.77.$2.$(($1 + 1))"
+}
+show_run() {	# show_run CMD...: print "$ CMD", run it, relay its output
+	local rc
+	say "\$ $*"
+	"$@" 2>&1 | comment
+	rc=${PIPESTATUS[0]}
+	[ "$rc" = 0 ] || say "(exit status $rc)"
+	return "$rc"
+}
+
+# barrier NAME TIMEOUT_S [ok|fail]: wait until every guest reached NAME.
+# Node 0 listens on 10.77.0.1 (one port per barrier, a few lines of Python);
+# the others connect with bash's /dev/tcp, retrying until it listens.  Each
+# guest brings its status; afterwards NZ_ALL_OK is 1 iff every guest said ok.
+# Returns 1 when the barrier was not complete within TIMEOUT_S.
+barrier() {
+	local name=$1 tmo=$2 status=${3:-ok} port=$((NZ_BAR_PORT + _nz_bar_seq)) end reply
+	_nz_bar_seq=$((_nz_bar_seq + 1))
+	NZ_ALL_OK=0
+	if [ "$NZ_NODE" = 0 ]; then
+		reply=$(timeout $((tmo + 10)) python3 - "$NZ_BAR_ADDR" "$port" "$name" \
+			"$((NZ_NODES - 1))" "$tmo" "$status" <<'EOF'
+import socket, sys, time
+addr, port, name, n, tmo, status = sys.argv[1], int(sys.argv[2]), sys.argv[3], \
+    int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((addr, port))
+s.listen(16)
+end = time.monotonic() + tmo
+peers, all_ok = [], status == "ok"
+while len(peers) < n:
+    s.settimeout(max(0.05, end - time.monotonic()))
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        print("timeout")
+        sys.exit(1)
+    c.settimeout(5)
+    try:
+        words = c.makefile().readline().split()
+    except OSError:
+        words = []
+    if len(words) == 2 and words[0] == name:
+        peers.append(c)
+        all_ok = all_ok and words[1] == "ok"
+    else:
+        c.close()
+verdict = "ok" if all_ok else "fail"
+for c in peers:
+    c.sendall(("go %s\n" % verdict).encode())
+    c.close()
+print(verdict)
+EOF
+)
+		[ "$reply" = ok ] && NZ_ALL_OK=1
+		[ "$reply" = ok ] || [ "$reply" = fail ] || { say "barrier $name: incomplete after ${tmo}s"; return 1; }
+		return 0
+	fi
+	end=$((SECONDS + tmo))
+	while [ $SECONDS -lt $end ]; do
+		reply=$(timeout $((end - SECONDS + 1)) bash -c \
+			'exec 3<>"/dev/tcp/$0/$1" || exit 1; echo "$2 $3" >&3; read -r l <&3; echo "$l"' \
+			"$NZ_BAR_ADDR" "$port" "$name" "$status" 2>/dev/null)
+		case $reply in
+		"go ok") NZ_ALL_OK=1; return 0 ;;
+		"go fail") return 0 ;;
+		esac
+		sleep 0.3
+	done
+	say "barrier $name: node 0 did not answer within ${tmo}s"
+	return 1
+}
+
+# shape_rails RATE: egress token bucket on every rail of this guest.
+shape_rails() {
+	local ifname ok=0
+	for ifname in "${nz_ifs[@]}"; do
+		show_run tc qdisc replace dev "$ifname" root tbf rate "$1" burst 20kb latency 20ms || ok=1
+	done
+	return $ok
+}
+
+# Run a TCP program over MPTCP: mptcpize where it exists (not in Debian 12's
+# mptcpd), else an LD_PRELOAD shim built here that turns every TCP socket()
+# into an IPPROTO_MPTCP one -- what mptcpize does.  Sets MPTCP_RUN (array).
+mptcp_wrapper() {
+	local so=/tmp/nz-mptcpize.so
+	if command -v mptcpize >/dev/null; then
+		MPTCP_RUN=(mptcpize run)
+		return 0
+	fi
+	if [ ! -e $so ]; then
+		cc -shared -fPIC -O2 -o $so -x c - -ldl <<'EOF' || return 1
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+int socket(int domain, int type, int protocol)
+{
+	static int (*next)(int, int, int);
+
+	if (!next)
+		next = (int (*)(int, int, int))dlsym(RTLD_NEXT, "socket");
+	if ((domain == AF_INET || domain == AF_INET6) &&
+	    (type & 0xf) == SOCK_STREAM && (protocol == 0 || protocol == IPPROTO_TCP))
+		protocol = IPPROTO_MPTCP;
+	return next(domain, type, protocol);
+}
+EOF
+	fi
+	MPTCP_RUN=(env "LD_PRELOAD=$so")
+}
+
+# mptcp_setup client|server: endpoints on the extra rails (subflow on the
+# client, signal on the server), one subflow per rail.
+mptcp_setup() {
+	local r flag=subflow ok=0
+	[ "$1" = server ] && flag=signal
+	show_run sysctl -w net.mptcp.enabled=1 || ok=1
+	ip mptcp endpoint flush 2>/dev/null
+	show_run ip mptcp limits set subflow 4 add_addr_accepted 4 || ok=1
+	for ((r = 1; r < NZ_RAILS; r++)); do
+		show_run ip mptcp endpoint add "$(rail_addr "$NZ_NODE" $r)" dev "${nz_ifs[r]}" $flag || ok=1
+	done
+	return $ok
+}
+
+mptcp_counter() {	# mptcp_counter NAME: absolute value of an MPTcpExt counter
+	nstat -asz "MPTcpExt$1" 2>/dev/null | awk -v n="MPTcpExt$1" '$1 == n { print $2 }'
+}
+
+# nezha_up: load the module and add every rail, showing the commands.
+nezha_up() {
+	local r ctl=$NZ_BIN/tools/nezhactl
+	show_run insmod "$NZ_KO" || return 1
+	for ((r = 0; r < NZ_RAILS; r++)); do
+		show_run timeout 30 "$ctl" rail add "r$r" proto tcp dev "${nz_ifs[r]}" || return 1
+	done
+	show_run timeout 30 "$ctl" rail show || true
+}
+
+# nezha_bench OUTFILE TIMEOUT_S ARGS...: nezha-bench p2p as this guest's
+# rank (rank = node), rank 0 at 10.77.0.1; output to OUTFILE and relayed.
+nezha_bench() {
+	local out=$1 tmo=$2 rc
+	shift 2
+	say "\$ MASTER_ADDR=$NZ_BAR_ADDR MASTER_PORT=$NZ_MASTER_PORT RANK=$NZ_NODE WORLD_SIZE=$NZ_NODES nezha-bench p2p $*"
+	MASTER_ADDR=$NZ_BAR_ADDR MASTER_PORT=$NZ_MASTER_PORT RANK=$NZ_NODE \
+		WORLD_SIZE=$NZ_NODES NEZHA_TIMEOUT_MS=${NZ_COMM_TIMEOUT_MS:-60000} \
+		timeout -k 5 "$tmo" "$NZ_BIN/tools/nezha-bench" p2p "$@" >"$out" 2>&1
+	rc=$?
+	comment <"$out"
+	[ $rc = 124 ] && say "nezha-bench killed after ${tmo}s"
+	return $rc
+}
+
+# Mbit/s of an iperf3 text report (-f m): the receiver's line.
+iperf_mbits() {
+	awk '/receiver/ { v = $(NF - 2) } END { if (v != "") print v; else exit 1 }' "$1"
+}

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Guest test of point-to-point transfers over the module's rails, run as
+ * rank 0 and rank 1 (one per guest, bootstrap from the environment).
+ * Every message carries a pattern derived from (seed, length, tag), and
+ * the receiver checks every byte against it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "nezha.h"
+#include "tap.h"
+
+static int rank, peer;
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	return x ^ (x >> 33);
+}
+
+static void fill(uint8_t *p, size_t len, uint64_t seed)
+{
+	uint64_t s = mix(seed ^ len);
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if ((i & 7) == 0)
+			s = mix(s + i);
+		p[i] = (uint8_t)(s >> ((i & 7) * 8));
+	}
+}
+
+/* Index of the first wrong byte, or -1. */
+static long check(const uint8_t *p, size_t len, uint64_t seed)
+{
+	uint64_t s = mix(seed ^ len);
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if ((i & 7) == 0)
+			s = mix(s + i);
+		if (p[i] != (uint8_t)(s >> ((i & 7) * 8)))
+			return (long)i;
+	}
+	return -1;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Rank 0 sends len bytes to rank 1, which checks them; true if intact. */
+static bool one_transfer(struct nz_comm *c, size_t len, uint64_t tag,
+			 uint64_t seed, int *err)
+{
+	uint8_t *buf = malloc(len ? len : 1);
+	size_t got = 0;
+	bool ok = false;
+
+	*err = -ENOMEM;
+	if (!buf)
+		return false;
+	if (rank == 0) {
+		fill(buf, len, seed);
+		*err = nz_send(c, buf, len, peer, tag);
+		ok = !*err;
+	} else {
+		memset(buf, 0xee, len);
+		*err = nz_recv(c, buf, len, peer, tag, &got);
+		ok = !*err && got == len && check(buf, len, seed) < 0;
+	}
+	free(buf);
+	return ok;
+}
+
+static void test_sizes(struct nz_comm *c)
+{
+	static const size_t sizes[] = {
+		0, 1, 7, 4095, 4096, 65535, 65536, 65537, 262144 + 3,
+		1 << 20, (1 << 20) + 12345, 3 << 20,
+	};
+	unsigned int i, bad = 0;
+	int err = 0;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		if (!one_transfer(c, sizes[i], 100 + i, 7 * i + 1, &err)) {
+			tap_diag("size %zu failed: %s", sizes[i], strerror(-err));
+			bad++;
+		}
+	tap_ok(!bad, "integrity over 12 edge sizes 0 B .. 3 MiB");
+}
+
+static void test_random(struct nz_comm *c, unsigned int n, uint64_t seed)
+{
+	unsigned int i, bad = 0;
+	double t = now_s();
+	uint64_t bytes = 0;
+	int err = 0;
+
+	for (i = 0; i < n; i++) {
+		/* Both ranks draw the same sequence. */
+		uint64_t r = mix(seed + i);
+		size_t len = (r & 1) ? r % 70000 : r % (4u << 20);
+		uint64_t tag = mix(r) % 1000;
+
+		bytes += len;
+		if (!one_transfer(c, len, tag, r, &err)) {
+			tap_diag("random #%u (%zu B, tag %" PRIu64 ") failed: %s",
+				 i, len, tag, strerror(-err));
+			bad++;
+		}
+	}
+	tap_ok(!bad, "integrity over %u random sizes and tags (%.1f MB in %.1f s)",
+	       n, bytes / 1e6, now_s() - t);
+}
+
+static void test_big(struct nz_comm *c)
+{
+	size_t len = 64u << 20;
+	double t = now_s();
+	int err = 0;
+	bool ok = one_transfer(c, len, 4242, 99, &err);
+
+	tap_ok(ok, "one 64 MiB message intact (%.2f s, %s)", now_s() - t,
+	       ok ? "ok" : strerror(-err));
+}
+
+/* Many messages in flight at once, several on the same tag. */
+static void test_inflight(struct nz_comm *c, bool late_recv)
+{
+	enum { N = 48 };
+	struct nz_request *req[N];
+	struct nz_status st[N];
+	uint8_t *buf[N];
+	unsigned int i, bad = 0;
+	int ret;
+
+	for (i = 0; i < N; i++) {
+		size_t len = 1000 + (size_t)mix(i) % 300000;
+
+		buf[i] = malloc(len);
+		if (!buf[i])
+			return;
+		/* Tags 0..5: same-tag messages must match in order. */
+		if (rank == 0) {
+			fill(buf[i], len, 1000 + i);
+			ret = nz_isend(c, buf[i], len, peer, i % 6, &req[i]);
+		} else {
+			if (late_recv && i == 0)
+				usleep(1500 * 1000);
+			ret = nz_irecv(c, buf[i], len, peer, i % 6, &req[i]);
+		}
+		if (ret) {
+			tap_diag("post #%u: %s", i, strerror(-ret));
+			req[i] = NULL;
+			bad++;
+		}
+	}
+	for (i = 0; i < N; i++) {
+		size_t len = 1000 + (size_t)mix(i) % 300000;
+
+		if (!req[i])
+			continue;
+		ret = nz_wait(req[i], &st[i]);
+		if (ret || st[i].error || st[i].bytes != len ||
+		    (rank == 1 && check(buf[i], len, 1000 + i) >= 0))
+			bad++;
+		free(buf[i]);
+	}
+	tap_ok(!bad, "%d messages in flight on 6 tags%s, matched in order",
+	       N, late_recv ? ", receives posted 1.5 s late (unexpected)" : "");
+}
+
+static void test_truncate(struct nz_comm *c)
+{
+	uint8_t big[100000], small[1000];
+	size_t got = 0;
+	int ret;
+
+	if (rank == 0) {
+		fill(big, sizeof(big), 5);
+		ret = nz_send(c, big, sizeof(big), peer, 77);
+		tap_ok(ret == 0, "sender of a message too long for the receive completes (%d)", ret);
+		fill(small, sizeof(small), 6);
+		ret = nz_send(c, small, sizeof(small), peer, 77);
+		tap_ok(ret == 0, "next message on that tag sent");
+	} else {
+		ret = nz_recv(c, small, sizeof(small), peer, 77, &got);
+		tap_ok(ret == -EMSGSIZE, "receive buffer smaller than the message -> EMSGSIZE (%d)", ret);
+		memset(small, 0, sizeof(small));
+		ret = nz_recv(c, small, sizeof(small), peer, 77, &got);
+		tap_ok(ret == 0 && got == sizeof(small) &&
+		       check(small, sizeof(small), 6) < 0,
+		       "the next message on that tag arrives intact");
+	}
+}
+
+static void test_fixed(struct nz_comm *c)
+{
+	size_t len = 5u << 20;
+	uint8_t *buf = malloc(len);
+	int idx = -1, ret;
+	size_t got = 0;
+
+	if (!buf)
+		return;
+	ret = nz_comm_register_buffer(c, buf, len, &idx);
+	if (ret) {
+		tap_ok(0, "register a 5 MiB buffer: %s", strerror(-ret));
+		free(buf);
+		return;
+	}
+	if (rank == 0) {
+		fill(buf, len, 31337);
+		ret = nz_send(c, buf, len, peer, 9);
+		tap_ok(ret == 0, "send from a registered buffer (%d)", ret);
+	} else {
+		memset(buf, 0, len);
+		ret = nz_recv(c, buf, len, peer, 9, &got);
+		tap_ok(ret == 0 && got == len && check(buf, len, 31337) < 0,
+		       "receive into a registered buffer, intact (%d)", ret);
+	}
+	nz_comm_unregister_buffer(c, idx);
+	free(buf);
+}
+
+static long long rail_bytes(const char *rail, const char *what)
+{
+	char path[256], line[64];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/nezha/rail-%s/stats/%s",
+		 rail, what);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fgets(line, sizeof(line), f))
+		v = atoll(line);
+	fclose(f);
+	return v;
+}
+
+static void test_split(struct nz_comm *c)
+{
+	int n = nz_comm_nrails(c), s, starved = 0;
+	long long before[8], delta[8], sum = 0;
+	const char *what = rank == 0 ? "bytes_tx" : "bytes_rx";
+	int err = 0;
+
+	for (s = 0; s < n && s < 8; s++)
+		before[s] = rail_bytes(nz_comm_rail_name(c, s), what);
+	one_transfer(c, 16u << 20, 555, 555, &err);
+	for (s = 0; s < n && s < 8; s++) {
+		delta[s] = rail_bytes(nz_comm_rail_name(c, s), what) - before[s];
+		sum += delta[s];
+	}
+	for (s = 0; s < n && s < 8; s++) {
+		tap_diag("rail %s carried %.1f%% (%lld bytes)",
+			 nz_comm_rail_name(c, s), sum ? 100.0 * delta[s] / sum : 0,
+			 delta[s]);
+		if (sum && delta[s] * n * 4 < sum)	/* < 1/4 of a fair share */
+			starved++;
+	}
+	tap_ok(!err && n >= 2 && sum >= (16 << 20) && !starved,
+	       "a 16 MiB message is striped over all %d rails", n);
+}
+
+int main(int argc, char **argv)
+{
+	struct nz_comm *c;
+	int ret;
+
+	(void)argc;
+	(void)argv;
+	ret = nz_comm_init_env(&c);
+	if (!tap_ok(ret == 0, "communicator from the environment (%s)",
+		    ret ? nz_last_error() : "ok")) {
+		tap_plan(tap_n);
+		return 1;
+	}
+	rank = nz_comm_rank(c);
+	peer = 1 - rank;
+	tap_ok(nz_comm_size(c) == 2 && nz_comm_nrails(c) >= 2,
+	       "2 ranks over %d rails", nz_comm_nrails(c));
+	test_sizes(c);
+	test_truncate(c);
+	test_inflight(c, false);
+	test_inflight(c, true);
+	test_fixed(c);
+	test_split(c);
+	test_random(c, 40, 2024);
+	test_big(c);
+	nz_comm_destroy(c);
+	tap_plan(tap_n);
+	return tap_exit();
+}

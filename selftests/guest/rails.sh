@@ -1,0 +1,383 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Guest suite: the rail control plane.  nezhactl rail add/del/set/show over
+# generic netlink, the per-rail sysfs files, the NZ_IOC_RAIL_LIST ioctl,
+# every configuration error with its errno and message, privileges,
+# network namespaces, and teardown (del, re-add, rmmod with rails).
+#
+#   guest (one is enough; on several, each runs it alone)
+#   +--------------------------------------------------------------+
+#   |  r0 ... rN-1: one rail per rail interface ($NZ_IFS)          |
+#   |  rail0 10.77.0.1 --+    rail1 10.77.1.1 --+   ...            |
+#   |                                                              |
+#   |  netns nzrns:  nzrv1 10.99.0.2 <== veth ==> nzrv0 (no IPv4)  |
+#   +--------------------------------------------------------------+
+. "$(dirname "$0")/lib.sh"
+CTL=$NZ_BIN/tools/nezhactl
+SYS=/sys/class/nezha
+PORT=7470
+# shellcheck disable=SC2206  # word splitting intended
+ifs=($NZ_IFS) addrs=($NZ_ADDRS)
+nrails=${#ifs[@]}
+NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all)
+
+cleanup() {
+	ip netns del nzrns 2>/dev/null
+	ip link del nzrv0 2>/dev/null
+	ip link del nzrdum0 2>/dev/null
+	[ -z "${reader:-}" ] || kill "$reader" 2>/dev/null
+	[ -z "${holder:-}" ] || kill "$holder" 2>/dev/null
+	[ -z "${writer:-}" ] || kill "$writer" 2>/dev/null
+}
+trap cleanup EXIT
+
+# check_err NAME PATTERN CMD...: CMD fails and what it prints matches PATTERN.
+check_err() {
+	local name=$1 pat=$2 out; shift 2
+	if out=$("$@" 2>&1); then
+		not_ok "$name" "succeeded but should fail: $out"
+	elif grep -qE -- "$pat" <<<"$out"; then
+		ok "$name"
+	else
+		not_ok "$name" "wrong error: $(tr '\n' ' ' <<<"$out")"
+	fi
+}
+# check_usage NAME CMD...: a usage error, found before talking to the kernel.
+check_usage() {
+	local name=$1 out rc; shift
+	out=$("$@" 2>&1); rc=$?
+	if [ $rc -eq 1 ] && grep -q '^usage: nezhactl rail' <<<"$out" &&
+	   ! grep -qE 'not loaded|nezhactl: rail [a-z]+ [^:]*: [A-Z]' <<<"$out"; then
+		ok "$name"
+	else
+		not_ok "$name" "rc $rc: $(tr '\n' ' ' <<<"$out")"
+	fi
+}
+# check_eq NAME WANT CMD...: CMD prints exactly WANT.
+check_eq() {
+	local name=$1 want=$2 got; shift 2
+	got=$("$@" 2>&1)
+	if [ "$got" = "$want" ]; then ok "$name"; else not_ok "$name" "want '$want', got '$got'"; fi
+}
+rail_line() {	# rail_line ID NAME DEV ADDR PORT WEIGHT STATE: the show header
+	echo "$1: $2 tcp dev $3 $4:$5 weight $6 state $7 conns 0"
+}
+zero_stats="    tx 0 bytes 0 chunks  rx 0 bytes 0 chunks  errors 0 refused 0"
+sysval() { cat "$SYS/rail-$1/$2" 2>&1; }
+rail_names() { "$CTL" rail show | sed -nE 's/^[0-9]+: ([^ ]+) .*/\1/p' | tr '\n' ' '; }
+first_names() { local i; for ((i = 0; i < $1; i++)); do printf 'r%d ' $i; done; }
+listening() { ss -ltnH 2>/dev/null | grep -qF " $1:$2 "; }
+# wait_state RAIL STATE: up to 10 s for a rail's state (carrier is async).
+wait_state() {
+	local i
+	for i in $(seq 50); do
+		[ "$(sysval "$1" state)" = "$2" ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+# The NZ_IOC_RAIL_LIST ioctl: prints "count name@id:addr:port:weight:state ...".
+ioc_list() {
+	python3 - "$@" <<'EOF'
+import ctypes, fcntl, os, socket, struct, sys
+cap = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+rsvd = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+IOC = (3 << 30) | (16 << 16) | (0xE7 << 8) | 0x01   # _IOWR(0xE7, 1, 16 bytes)
+buf = ctypes.create_string_buffer(b"\xa5" * (40 * 8), 40 * 8)
+arg = bytearray(struct.pack("=IIQ", cap, rsvd, ctypes.addressof(buf)))
+fd = os.open("/dev/nezha", os.O_RDWR)
+try:
+    fcntl.ioctl(fd, IOC, arg)
+except OSError as e:
+    print("errno", e.errno)
+    sys.exit(0)
+count = struct.unpack_from("=I", arg)[0]
+out = [str(count)]
+for i in range(min(cap, count)):
+    name, rid, proto, state, weight, addr, port, rsvd2 = \
+        struct.unpack_from("=16sIIII4sHH", buf.raw, 40 * i)
+    out.append("%s@%d:%s:%d:%d:%d:%d:%d" % (name.rstrip(b"\0").decode(), rid,
+               socket.inet_ntoa(addr), socket.ntohs(port), weight, state,
+               proto, rsvd2))
+# Entries past count (or cap) must be left alone.
+untouched = buf.raw[40 * min(cap, count):] == b"\xa5" * (40 * (8 - min(cap, count)))
+print(" ".join(out), "untouched" if untouched else "OVERWRITTEN")
+EOF
+}
+
+# --- usage errors need no module -------------------------------------------------
+
+check_usage "usage: rail add without arguments" "$CTL" rail add
+check_usage "usage: rail add without proto" "$CTL" rail add r0 dev "${ifs[0]}"
+check_usage "usage: rail add without dev" "$CTL" rail add r0 proto tcp
+check_usage "usage: rail add with an unknown protocol" "$CTL" rail add r0 proto udp dev "${ifs[0]}"
+check_usage "usage: rail add port 0" "$CTL" rail add r0 proto tcp dev "${ifs[0]}" port 0
+check_usage "usage: rail add port 65536" "$CTL" rail add r0 proto tcp dev "${ifs[0]}" port 65536
+check_usage "usage: rail add port not a number" "$CTL" rail add r0 proto tcp dev "${ifs[0]}" port 7x
+check_usage "usage: rail add negative weight" "$CTL" rail add r0 proto tcp dev "${ifs[0]}" weight -1
+check_usage "usage: rail add bad address" "$CTL" rail add r0 proto tcp dev "${ifs[0]}" addr 10.77.0
+check_usage "usage: rail add unknown keyword" "$CTL" rail add r0 proto tcp dev "${ifs[0]}" mtu 9000
+check_usage "usage: rail add keyword twice" "$CTL" rail add r0 proto tcp dev a dev b
+check_usage "usage: rail del without a name" "$CTL" rail del
+check_usage "usage: rail set without a change" "$CTL" rail set r0
+check_usage "usage: rail set up and down" "$CTL" rail set r0 up down
+check_usage "usage: rail show with two names" "$CTL" rail show a b
+check_err "without the module: nezhactl rail says so" "module is not loaded" "$CTL" rail
+
+# --- add and show ------------------------------------------------------------------
+
+check "insmod nezha.ko" nz_load
+check_eq "no rails after load" "" "$CTL" rail show
+if (( $(cat $SYS/nezha/features) & 0x10 )); then tcp=1; else tcp=0; fi
+
+for ((i = 0; i < nrails; i++)); do
+	check "rail add r$i on ${ifs[i]}" "$CTL" rail add "r$i" proto tcp dev "${ifs[i]}"
+done
+want=$(for ((i = 0; i < nrails; i++)); do
+	rail_line $i "r$i" "${ifs[i]}" "${addrs[i]}" $PORT 100 up
+	echo "$zero_stats"
+done)
+check_eq "rail show lists every rail with defaults" "$want" "$CTL" rail show
+check_eq "rail (no command) is rail show" "$want" "$CTL" rail
+check_eq "rail list is rail show" "$want" "$CTL" rail list
+check_eq "rail show r0 shows one rail" \
+	"$(rail_line 0 r0 "${ifs[0]}" "${addrs[0]}" $PORT 100 up)
+$zero_stats" "$CTL" rail show r0
+
+# --- sysfs ----------------------------------------------------------------------
+
+bad=
+for ((i = 0; i < nrails; i++)); do
+	for kv in "id=$i" proto=tcp "dev=${ifs[i]}" "addr=${addrs[i]}" port=$PORT \
+		  weight=100 state=up stats/bytes_tx=0 stats/bytes_rx=0 \
+		  stats/chunks_tx=0 stats/chunks_rx=0 stats/errors=0 \
+		  stats/handshakes_refused=0 stats/conns=0; do
+		got=$(sysval "r$i" "${kv%%=*}")
+		[ "$got" = "${kv#*=}" ] || bad+=" r$i/${kv%%=*}='$got'"
+	done
+done
+[ -z "$bad" ] && ok "sysfs: every rail file holds its value" || not_ok "sysfs: every rail file holds its value" "$bad"
+check_eq "sysfs: exactly the documented rail files" \
+	"addr dev id port proto state stats/bytes_rx stats/bytes_tx stats/chunks_rx stats/chunks_tx stats/conns stats/errors stats/handshakes_refused weight" \
+	sh -c "cd $SYS/rail-r0 && find . -type f ! -name uevent ! -path './power/*' | sed 's|^\./||' | sort | tr '\n' ' ' | sed 's/ \$//'"
+check "sysfs: rail files are read-only, readable by all" \
+	sh -c "! find $SYS/rail-r0/ -type f ! -name uevent ! -path '*/power/*' ! -perm 0444 | grep -q ."
+check "sysfs: readable by an unprivileged user" "${NOBODY[@]}" cat "$SYS/rail-r0/state"
+
+# --- the ioctl ------------------------------------------------------------------
+
+want="$nrails"
+for ((i = 0; i < nrails; i++)); do want+=" r$i@$i:${addrs[i]}:$PORT:100:1:1:0"; done
+check_eq "NZ_IOC_RAIL_LIST lists every rail" "$want untouched" ioc_list 8
+check_eq "NZ_IOC_RAIL_LIST with no room reports the count only" "$nrails untouched" ioc_list 0
+check_eq "NZ_IOC_RAIL_LIST with room for one" "$nrails r0@0:${addrs[0]}:$PORT:100:1:1:0 untouched" ioc_list 1
+check_eq "NZ_IOC_RAIL_LIST rejects a non-zero reserved field" "errno 22" ioc_list 8 1
+
+# --- listeners ------------------------------------------------------------------
+
+if [ $tcp = 1 ]; then
+	bad=
+	for ((i = 0; i < nrails; i++)); do
+		listening "${addrs[i]}" $PORT || bad+=" ${addrs[i]}:$PORT"
+	done
+	[ -z "$bad" ] && ok "every rail listens on its address" || not_ok "every rail listens on its address" "not listening:$bad; $(ss -ltnH)"
+else
+	skip "every rail listens on its address" "module lacks the tcp feature"
+fi
+
+# --- set ------------------------------------------------------------------------
+
+check "rail set r0 weight 250" "$CTL" rail set r0 weight 250
+check_eq "new weight in rail show" "$(rail_line 0 r0 "${ifs[0]}" "${addrs[0]}" $PORT 250 up)" \
+	sh -c "$CTL rail show r0 | head -1"
+check_eq "new weight in sysfs" 250 sysval r0 weight
+check "rail set r0 down" "$CTL" rail set r0 down
+check_eq "admin-down in sysfs" admin-down sysval r0 state
+check "admin-down in rail show" sh -c "$CTL rail show r0 | grep -q 'state admin-down'"
+check "rail set r0 up" "$CTL" rail set r0 up
+check_eq "up again in sysfs" up sysval r0 state
+check "rail set r0 weight 0 down (combined)" "$CTL" rail set r0 weight 0 down
+check_eq "combined set took both" "0 admin-down" sh -c "echo \$(cat $SYS/rail-r0/weight $SYS/rail-r0/state)"
+check "rail set r0 up weight 10000 (the maximum)" "$CTL" rail set r0 up weight 10000
+check_eq "maximum weight and up" "10000 up" sh -c "echo \$(cat $SYS/rail-r0/weight $SYS/rail-r0/state)"
+check "rail set r0 weight 100" "$CTL" rail set r0 weight 100
+
+last=$((nrails - 1))
+ip link set "${ifs[last]}" down
+check "link down: state no-link" wait_state "r$last" no-link
+check "no-link in rail show" sh -c "$CTL rail show r$last | grep -q 'state no-link'"
+"$CTL" rail set "r$last" down
+check_eq "admin-down wins over no-link" admin-down sysval "r$last" state
+"$CTL" rail set "r$last" up
+ip link set "${ifs[last]}" up
+check "link up: state up" wait_state "r$last" up
+
+# --- configuration errors ----------------------------------------------------------
+
+d0=${ifs[0]}
+check_err "unknown device: ENODEV" "rail add rx: No such device: no such network device" \
+	"$CTL" rail add rx proto tcp dev nosuchdev0
+check_err "device name too long: EINVAL" "Invalid argument: device name is longer than 15" \
+	"$CTL" rail add rx proto tcp dev abcdefghijklmnopq
+check_err "duplicate name: EEXIST" "rail add r0: File exists: a rail of that name exists" \
+	"$CTL" rail add r0 proto tcp dev "$d0" port 7480
+check_err "name of 16 characters: EINVAL" "Invalid argument: rail name is longer than 15 characters" \
+	"$CTL" rail add abcdefghijklmnop proto tcp dev "$d0" port 7481
+check "name of 15 characters is fine" "$CTL" rail add abcdefghijklmno proto tcp dev "$d0" port 7481
+check "... and it can be deleted" "$CTL" rail del abcdefghijklmno
+check "name of every allowed character" "$CTL" rail add A-z_0.9 proto tcp dev "$d0" port 7482
+check "... and it can be deleted" "$CTL" rail del A-z_0.9
+for n in "r/0" "r 0" "r:0" "r0*" $'r\xc3\xa4' $'r\t0'; do
+	check_err "bad character in name '$n': EINVAL" "Invalid argument: rail name may only contain" \
+		"$CTL" rail add "$n" proto tcp dev "$d0" port 7483
+done
+check_err "empty name: EINVAL" "Invalid argument: rail name is empty" \
+	"$CTL" rail add "" proto tcp dev "$d0" port 7483
+check_err "port of another rail on that address: EADDRINUSE" \
+	"rail add rx: Address already in use: another rail listens" \
+	"$CTL" rail add rx proto tcp dev "$d0" port $PORT
+if [ $tcp = 1 ]; then
+	python3 -c "import socket,time; s=socket.socket(); s.bind(('${addrs[0]}', 7484)); s.listen(); time.sleep(60)" &
+	holder=$!
+	for _ in $(seq 50); do listening "${addrs[0]}" 7484 && break; sleep 0.1; done
+	check_err "port taken by another program: EADDRINUSE" \
+		"rail add rx: Address already in use" \
+		"$CTL" rail add rx proto tcp dev "$d0" port 7484
+	kill $holder; wait $holder 2>/dev/null; holder=
+else
+	skip "port taken by another program: EADDRINUSE" "module lacks the tcp feature"
+fi
+check_err "rdma: EPROTONOSUPPORT" "rail add rx: Protocol not supported: RDMA rails" \
+	"$CTL" rail add rx proto rdma dev "$d0" port 7485
+check_err "weight over the maximum: ERANGE, with the range" \
+	"rail add rx: Numerical result out of range.*\(valid: 0\.\.10000\)" \
+	"$CTL" rail add rx proto tcp dev "$d0" port 7485 weight 10001
+check_err "set weight over the maximum: ERANGE" "rail set r0: Numerical result out of range" \
+	"$CTL" rail set r0 weight 4294967295
+check_err "address not on the device: EADDRNOTAVAIL" \
+	"rail add rx: Cannot assign requested address: address is not on the device" \
+	"$CTL" rail add rx proto tcp dev "$d0" addr 10.99.99.99
+check "explicit address of the device" "$CTL" rail add rx proto tcp dev "$d0" addr "${addrs[0]}" port 7486
+check_eq "... is the one used" "${addrs[0]}:7486" sh -c "echo \$(cat $SYS/rail-rx/addr):\$(cat $SYS/rail-rx/port)"
+check "... and it can be deleted" "$CTL" rail del rx
+# The kernel cannot load modules itself here (its modprobe is the initramfs').
+modprobe -q dummy 2>/dev/null
+modprobe -q veth 2>/dev/null
+if ip link add nzrdum0 type dummy 2>/dev/null || ip link add nzrdum0 type veth peer name nzrdum1 2>/dev/null; then
+	ip link set nzrdum0 up
+	check_err "device without IPv4 address: EADDRNOTAVAIL" \
+		"Cannot assign requested address: device has no IPv4 address" \
+		"$CTL" rail add rx proto tcp dev nzrdum0
+	ip link del nzrdum0
+else
+	skip "device without IPv4 address: EADDRNOTAVAIL" "no dummy or veth devices"
+fi
+check_err "del of an unknown rail: ENOENT" "rail del r99: No such file or directory: no such rail" \
+	"$CTL" rail del r99
+check_err "set of an unknown rail: ENOENT" "rail set r99: No such file or directory: no such rail" \
+	"$CTL" rail set r99 up
+check_err "show of an unknown rail: ENOENT" "rail show r99: No such file or directory: no such rail" \
+	"$CTL" rail show r99
+
+# The table is full at NZ_MAX_RAILS (8).
+full=1
+for ((k = nrails; k < 8; k++)); do
+	"$CTL" rail add "x$k" proto tcp dev "$d0" port $((7500 + k)) || full=0
+done
+[ $full = 1 ] && ok "rails up to NZ_MAX_RAILS" || not_ok "rails up to NZ_MAX_RAILS"
+check_eq "ids are the slots 0..7" "0 1 2 3 4 5 6 7" sh -c "echo \$(cat $SYS/rail-*/id | sort -n)"
+check_err "one rail too many: ENOSPC" "rail add x8: No space left on device: rail table full" \
+	"$CTL" rail add x8 proto tcp dev "$d0" port 7600
+for ((k = nrails; k < 8; k++)); do "$CTL" rail del "x$k"; done
+check_eq "errors left the table alone" "$(first_names $nrails)" rail_names
+
+# --- privileges ----------------------------------------------------------------------
+
+check_err "unprivileged rail add: EPERM" "rail add ru: Operation not permitted" \
+	"${NOBODY[@]}" "$CTL" rail add ru proto tcp dev "$d0" port 7601
+check_err "unprivileged rail set: EPERM" "rail set r0: Operation not permitted" \
+	"${NOBODY[@]}" "$CTL" rail set r0 down
+check_err "unprivileged rail del: EPERM" "rail del r0: Operation not permitted" \
+	"${NOBODY[@]}" "$CTL" rail del r0
+check_eq "unprivileged rail show works" "$("$CTL" rail show)" "${NOBODY[@]}" "$CTL" rail show
+check "unprivileged rail show NAME works" "${NOBODY[@]}" "$CTL" rail show r0
+check_eq "unprivileged attempts changed nothing" "100 up" sh -c "echo \$(cat $SYS/rail-r0/weight $SYS/rail-r0/state)"
+
+# --- network namespaces ----------------------------------------------------------------
+
+if ip netns add nzrns 2>/dev/null &&
+   ip link add nzrv0 type veth peer name nzrv1 netns nzrns 2>/dev/null; then
+	ip -n nzrns addr add 10.99.0.2/24 dev nzrv1
+	ip -n nzrns link set nzrv1 up
+	ip link set nzrv0 up
+	check "rail add in a namespace" ip netns exec nzrns "$CTL" rail add rn proto tcp dev nzrv1
+	check_err "its device is not in the initial namespace: ENODEV" "No such device" \
+		"$CTL" rail add rm proto tcp dev nzrv1
+	check "it is in the table" sh -c "$CTL rail show rn | grep -q '^[0-9]: rn tcp dev nzrv1 10.99.0.2:$PORT '"
+	check "its state follows its namespace's device" wait_state rn up
+	if [ $tcp = 1 ]; then
+		check "it listens in its namespace" sh -c "ip netns exec nzrns ss -ltnH | grep -qF ' 10.99.0.2:$PORT '"
+	else
+		skip "it listens in its namespace" "module lacks the tcp feature"
+	fi
+	ip -n nzrns link del nzrv1
+	check "device deleted: state no-link" wait_state rn no-link
+	# The rail keeps its namespace alive until it goes.
+	ip netns del nzrns
+	check "rail del after its namespace was deleted" "$CTL" rail del rn
+else
+	skip "rails in network namespaces" "cannot make a namespace with a veth pair"
+fi
+
+# --- del and re-add, cycles ----------------------------------------------------------------
+
+check "rail del r$last" "$CTL" rail del "r$last"
+check "its sysfs directory is gone" test ! -e "$SYS/rail-r$last"
+check_eq "rail show no longer lists it" "$(first_names $last)" rail_names
+if [ $tcp = 1 ]; then
+	check "it no longer listens" sh -c "! ss -ltnH | grep -qF ' ${addrs[last]}:$PORT '"
+fi
+check "re-add the same name" "$CTL" rail add "r$last" proto tcp dev "${ifs[last]}"
+check_eq "same slot, same files" "$last up" sh -c "echo \$(cat $SYS/rail-r$last/id $SYS/rail-r$last/state)"
+
+# 20 add/del cycles while another process reads the rail's files and dumps
+# the table, and a third adds and deletes a rail of its own.
+( while :; do
+	cat "$SYS"/rail-cyc/* "$SYS"/rail-cyc/stats/* >/dev/null 2>&1
+	"$CTL" rail show >/dev/null 2>&1
+done ) &
+reader=$!
+( for _ in $(seq 1 20); do
+	"$CTL" rail add cyd proto tcp dev "$d0" port 7701 && "$CTL" rail del cyd || exit 1
+done ) >/dev/null 2>&1 &
+writer=$!
+cycles_ok=1
+for i in $(seq 1 20); do
+	if ! "$CTL" rail add cyc proto tcp dev "$d0" port 7700 weight "$i" >/dev/null ||
+	   [ "$(sysval cyc weight)" != "$i" ] || ! "$CTL" rail del cyc; then
+		cycles_ok=0
+		break
+	fi
+done
+kill $reader; wait $reader 2>/dev/null; reader=
+if [ $cycles_ok = 1 ]; then ok "20 add/del cycles under concurrent readers"; else not_ok "20 add/del cycles under concurrent readers" "failed at cycle $i"; fi
+if wait $writer; then ok "a concurrent writer's 20 cycles"; else not_ok "a concurrent writer's 20 cycles"; fi
+writer=
+check "no trace of the cycled rails" sh -c "! test -e $SYS/rail-cyc && ! test -e $SYS/rail-cyd && ! $CTL rail show | grep -q cy"
+
+# --- rmmod with rails configured -------------------------------------------------------------
+
+"$CTL" rail set r0 down
+logged=$(dmesg | wc -l)
+check "rmmod with $nrails rails configured" nz_unload
+check "the nezha class is gone" test ! -e "$SYS"
+check_eq "every rail was deleted" "$nrails" \
+	sh -c "dmesg | tail -n +$((logged + 1)) | grep -c 'rail r[0-9]* deleted'"
+if [ $tcp = 1 ]; then
+	check "nothing listens on the rail port" sh -c "! ss -ltnH | grep -qF ':$PORT '"
+fi
+check "insmod again" nz_load
+check_eq "no rails after reload" "" "$CTL" rail show
+check "rail add after reload" "$CTL" rail add r0 proto tcp dev "$d0"
+check "rmmod" nz_unload
+tap_done

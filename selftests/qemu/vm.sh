@@ -1,0 +1,534 @@
+#!/bin/bash
+# Boot N QEMU guests joined by R rails and run a test script in every guest.
+# See Documentation/testing.rst.
+#
+# usage: selftests/qemu/vm.sh [-n GUESTS] [-r RAILS] [-t TIMEOUT_S] [-m MEM_MB]
+#            [-o OUTDIR] [-H HOST_SCRIPT] [-a "extra kernel cmdline"]
+#            GUEST_SCRIPT [ARGS...]
+#
+# Output: TAP lines ("ok - g0: ..." / "not ok - g0: ..."), "# " comments.
+# Exit status: 0 when every line was "ok", 1 otherwise, 2 on usage errors.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+
+usage() {
+	sed -n 's/^# \{0,1\}//; 4,7p' "${BASH_SOURCE[0]}" >&2
+	exit 2
+}
+die() {
+	echo "vm.sh: $*" >&2
+	exit 2
+}
+comment() { sed 's/^/# /'; }
+# Console text as plain lines: no CRs, terminal escapes or blank lines.
+console_text() { sed 's/\r//g; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1b[a-z]//g; /^[[:space:]]*$/d' "$@"; }
+
+nodes=2 rails=2 timeout=300 mem=768 outdir='' host_script='' extra_cmdline=''
+while getopts n:r:t:m:o:H:a:h opt; do
+	case $opt in
+	n) nodes=$OPTARG ;;
+	r) rails=$OPTARG ;;
+	t) timeout=$OPTARG ;;
+	m) mem=$OPTARG ;;
+	o) outdir=$OPTARG ;;
+	H) host_script=$OPTARG ;;
+	a) extra_cmdline=$OPTARG ;;
+	*) usage ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 1 ] || usage
+guest_script=$1
+shift
+guest_args=("$@")
+
+# in_range VALUE MIN MAX: VALUE is a decimal number in [MIN, MAX]
+in_range() { [[ $1 =~ ^[0-9]{1,6}$ ]] && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
+in_range "$nodes" 1 200 || die "-n: 1..200 guests"
+in_range "$rails" 1 16 || die "-r: 1..16 rails"
+in_range "$timeout" 1 999999 || die "-t: a number of seconds"
+in_range "$mem" 128 65536 || die "-m: MiB, 128..65536"
+[ "$(id -u)" -eq 0 ] || die "must run as root (network namespace, tap devices)"
+
+# Paths end up in QEMU options and on the kernel command line.
+plain_path() {
+	case $1 in
+	*[[:space:],]*) die "path must not contain blanks or commas: $1" ;;
+	/proc/* | /sys/* | /dev/* | /run/*) die "path is hidden in the guest: $1" ;;
+	esac
+}
+guest_script=$(realpath -e -- "$guest_script") || die "no such guest script"
+plain_path "$guest_script"
+plain_path "$TOP"
+if [ -n "$host_script" ]; then
+	host_script=$(realpath -e -- "$host_script") || die "no such host script"
+fi
+
+# --- kernel and modules ------------------------------------------------------
+
+# The release of a kernel image: a bzImage (boot protocol: kernel_version
+# pointer at 0x20e) or an ELF vmlinux (its "Linux version" banner).
+kernel_release() {
+	local off
+	if [ "$(od -An -tx1 -N 4 "$1" | tr -d ' ')" = 7f454c46 ]; then
+		grep -a -m 1 -o 'Linux version [^ ]*' "$1" | head -n 1 | cut -d' ' -f3
+		return
+	fi
+	[ "$(od -An -c -j 514 -N 4 "$1" | tr -d ' ')" = HdrS ] || return 1
+	off=$(od -An -tu2 -j 526 -N 2 "$1" | tr -d ' ')
+	[ -n "$off" ] && [ "$off" -gt 0 ] || return 1
+	dd if="$1" bs=1 skip=$((off + 512)) count=200 status=none | tr '\0' '\n' | head -n 1 | cut -d' ' -f1
+}
+
+if [ -n "${NZ_KERNEL:-}" ]; then
+	kernel=$(realpath -e -- "$NZ_KERNEL") || die "NZ_KERNEL: no such file"
+	kver=$(kernel_release "$kernel") || kver=''
+	[ -n "$kver" ] || die "NZ_KERNEL: not a bzImage or vmlinux: $kernel"
+else
+	kver=$("$TOP/scripts/kver.sh") || exit 2
+	kernel=/boot/vmlinuz-$kver
+	[ -r "$kernel" ] || die "no $kernel"
+fi
+moddir=${NZ_MODDIR:-/lib/modules/$kver}
+moddir=$(realpath -e -- "$moddir") ||
+	die "no module directory ${NZ_MODDIR:-/lib/modules/$kver} (set NZ_MODDIR)"
+plain_path "$moddir"
+modkver=${moddir##*/}
+modbase=${moddir%/lib/modules/"$modkver"}
+[ "$modbase/lib/modules/$modkver" = "$moddir" ] || die "NZ_MODDIR must end in lib/modules/<kver>: $moddir"
+[ "$modkver" = "$kver" ] || echo "vm.sh: warning: kernel $kver, modules $modkver" >&2
+# Is it the host's own /lib/modules/<kver> (which the guest sees anyway)?
+sys_moddir=
+[ "$(realpath -m -- "/lib/modules/$modkver")" != "$moddir" ] || sys_moddir=1
+
+# --- initramfs (cached) --------------------------------------------------------
+
+cachedir=$TOP/build/qemu
+mkdir -p "$cachedir"
+if [ -n "$sys_moddir" ]; then
+	initramfs=$cachedir/initramfs-$modkver.cpio.gz
+else
+	initramfs=$cachedir/initramfs-$modkver-$(echo "$moddir" | md5sum | cut -c1-8).cpio.gz
+fi
+
+build_initramfs() {
+	local tmp bb kind path name
+	tmp=$(mktemp -d "$cachedir/initramfs.XXXXXX")
+	# shellcheck disable=SC2064  # expand now: tmp is local
+	trap "rm -rf '$tmp'; trap - RETURN" RETURN
+	bb=$(command -v busybox || true)
+	[ -n "$bb" ] || die "busybox not found (apt-get install busybox-static)"
+	if ldd "$bb" >/dev/null 2>&1; then
+		die "$bb is not static (apt-get install busybox-static)"
+	fi
+	mkdir -p "$tmp"/{bin,dev,proc,sys,modules}
+	cp "$bb" "$tmp/bin/busybox"
+	cp "$HERE/init.sh" "$tmp/init"
+	chmod 755 "$tmp/init" "$tmp/bin/busybox"
+	: >"$tmp/modules/order"
+	modprobe -d "${modbase:-/}" -S "$modkver" --show-depends -a \
+		virtio_pci virtio_net 9pnet_virtio 9p overlay configfs >"$tmp/deps" ||
+		die "modprobe --show-depends failed for $moddir"
+	while read -r kind path _; do
+		[ "$kind" = insmod ] || continue # "builtin NAME": nothing to load
+		name=${path##*/}
+		name=${name%.ko*}.ko
+		grep -qxF "$name" "$tmp/modules/order" && continue
+		case $path in
+		*.ko.xz) xz -dc "$path" >"$tmp/modules/$name" ;;
+		*.ko.zst) zstd -qdc "$path" >"$tmp/modules/$name" ;;
+		*.ko.gz) gzip -dc "$path" >"$tmp/modules/$name" ;;
+		*.ko) cp "$path" "$tmp/modules/$name" ;;
+		*) die "unexpected module file $path" ;;
+		esac
+		echo "$name" >>"$tmp/modules/order"
+	done <"$tmp/deps"
+	rm -f "$tmp/deps"
+	(cd "$tmp" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet) |
+		gzip -1 >"$initramfs.tmp.$$"
+	mv -f "$initramfs.tmp.$$" "$initramfs"
+}
+
+if [ ! -s "$initramfs" ] || [ "$HERE/init.sh" -nt "$initramfs" ] ||
+	[ "${BASH_SOURCE[0]}" -nt "$initramfs" ] || [ "$moddir/modules.dep" -nt "$initramfs" ]; then
+	build_initramfs
+fi
+
+# --- uncompressed kernel for a direct PVH boot (cached) -----------------------
+#
+# Under TCG the bzImage's own decompressor takes seconds; QEMU boots the ELF
+# vmlinux inside it directly when it has a PVH entry (CONFIG_PVH).  NZ_PVH=0
+# boots the bzImage as it is.
+
+# extract_vmlinux BZIMAGE OUT: unpack the payload (boot protocol >= 2.08).
+extract_vmlinux() {
+	local k=$1 out=$2 setup poff plen magic
+	setup=$(od -An -tu1 -j $((0x1f1)) -N 1 "$k" | tr -d ' ')
+	[ "$setup" -ne 0 ] || setup=4
+	poff=$(od -An -tu4 -j $((0x248)) -N 4 "$k" | tr -d ' ')
+	plen=$(od -An -tu4 -j $((0x24c)) -N 4 "$k" | tr -d ' ')
+	if [ -z "$poff" ] || [ -z "$plen" ] || [ "$plen" -eq 0 ]; then
+		return 1
+	fi
+	payload() { tail -c +$(((setup + 1) * 512 + poff + 1)) "$k" | head -c "$plen"; }
+	magic=$(payload | od -An -tx1 -N 4 | tr -d ' ')
+	case $magic in
+	fd377a58) payload | xz -dcq --single-stream ;;
+	1f8b*) payload | gzip -dcq ;;
+	28b52ffd) payload | zstd -dcq ;;
+	425a68*) payload | bzip2 -dcq ;;
+	5d0000*) payload | xz -dcq --format=lzma ;;
+	*) return 1 ;;
+	esac >"$out" 2>/dev/null
+	[ "$(od -An -tx1 -N 4 "$out" | tr -d ' ')" = 7f454c46 ] || return 1
+	# XEN_ELFNOTE_PHYS32_ENTRY (18): the PVH entry point.
+	readelf -n "$out" 2>/dev/null | grep -qE '\(0x0*12\)|PHYS32' || return 1
+}
+
+boot_kernel=$kernel
+if [ "${NZ_PVH:-1}" != 0 ] && [ "$(od -An -tx1 -N 4 "$kernel" | tr -d ' ')" != 7f454c46 ]; then
+	vmlinux=$cachedir/vmlinux-$kver-$(echo "$kernel" | md5sum | cut -c1-8)
+	if [ ! -s "$vmlinux" ] || [ "$kernel" -nt "$vmlinux" ]; then
+		rm -f "$vmlinux" "$vmlinux.none"
+		if extract_vmlinux "$kernel" "$vmlinux.tmp.$$"; then
+			mv -f "$vmlinux.tmp.$$" "$vmlinux"
+		else
+			rm -f "$vmlinux.tmp.$$"
+			: >"$vmlinux.none" # no PVH entry: remember, boot the bzImage
+		fi
+	fi
+	[ ! -s "$vmlinux" ] || boot_kernel=$vmlinux
+fi
+
+# --- run directory -------------------------------------------------------------
+
+if [ -z "$outdir" ]; then
+	outdir=$(mktemp -d "${TMPDIR:-/tmp}/nz-vm.XXXXXX")
+else
+	mkdir -p "$outdir"
+	outdir=$(realpath -e -- "$outdir")
+	rm -rf "$outdir"/guest*.out
+	rm -f "$outdir"/guest*.{console,result,mon,qemu.log} "$outdir/host.log" "$outdir/job.sh"
+fi
+plain_path "$outdir"
+[ ${#outdir} -le 90 ] || die "OUTDIR path too long for the monitor sockets: $outdir"
+
+# In the guest /tmp is a fresh tmpfs, unless a path the guest needs lives in
+# the host's /tmp: then /tmp stays the overlay's (host /tmp + tmpfs upper).
+guest_tmp=tmpfs
+for p in "$TOP" "$guest_script" "$moddir"; do
+	case $p in /tmp/*) guest_tmp=overlay ;; esac
+done
+
+{
+	printf 'NZ_NODES=%q\nNZ_RAILS=%q\nNZ_TOP=%q\nNZ_SCRIPT=%q\n' \
+		"$nodes" "$rails" "$TOP" "$guest_script"
+	printf 'NZ_ARGS=('
+	[ ${#guest_args[@]} -eq 0 ] || printf ' %q' "${guest_args[@]}"
+	printf ' )\n'
+} >"$outdir/job.sh"
+
+# --- cleanup -------------------------------------------------------------------
+
+ns=nzt-$$
+qpids=()
+hpid=
+ns_made=
+# shellcheck disable=SC2317  # invoked by trap
+cleanup() {
+	local p
+	trap - EXIT INT TERM HUP
+	set +e
+	for p in "${qpids[@]}"; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	[ -z "$hpid" ] || kill -TERM -- "-$hpid" 2>/dev/null
+	for p in "${qpids[@]}" ${hpid:+"$hpid"}; do
+		wait "$p" 2>/dev/null
+	done
+	[ -z "$hpid" ] || kill -KILL -- "-$hpid" 2>/dev/null
+	[ -z "$ns_made" ] || ip netns del "$ns" 2>/dev/null
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+# --- rails: one bridge per rail, one tap per (guest, rail) ----------------------
+
+tap_name() { echo "tap-g$1-r$2"; }
+
+ip netns add "$ns"
+ns_made=1
+ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
+	net.ipv6.conf.default.disable_ipv6=1 2>/dev/null || true
+ip -n "$ns" link set lo up
+for ((r = 0; r < rails; r++)); do
+	ip -n "$ns" link add "nzbr$r" type bridge stp_state 0 forward_delay 0 mcast_snooping 0
+	ip -n "$ns" link set "nzbr$r" up
+	for ((g = 0; g < nodes; g++)); do
+		tap=$(tap_name "$g" "$r")
+		ip -n "$ns" tuntap add dev "$tap" mode tap
+		ip -n "$ns" link set "$tap" master "nzbr$r"
+		ip -n "$ns" link set "$tap" up
+	done
+done
+
+# --- guests --------------------------------------------------------------------
+
+cmdline="console=ttyS0 panic=-1 panic_on_warn=1 panic_on_oops=1 oops=panic"
+cmdline+=" slub_debug=FZPU quiet loglevel=4"
+# Faster or steadier under TCG on a busy host: no speculation workarounds,
+# no ACPI IRQ routing (seconds per PCI device), no timer or TSC checks that
+# fail when the vCPU thread is starved.
+cmdline+=" mitigations=off acpi=noirq no_timer_check tsc=reliable"
+cmdline+=" nz.run=$outdir nz.stage=$HERE/guest-stage.sh nz.tmp=$guest_tmp"
+[ -n "$sys_moddir" ] || cmdline+=" nz.moddir=$moddir"
+
+t0=$(date +%s.%N)
+declare -a started begun ended qrc
+for ((g = 0; g < nodes; g++)); do
+	# shellcheck disable=SC2054  # commas belong to QEMU options
+	qemu=(qemu-system-x86_64 -nodefaults -no-user-config -nographic -no-reboot
+		-name "nz$g" -accel tcg -cpu max -smp 1 -m "$mem"
+		-kernel "$boot_kernel" -initrd "$initramfs"
+		-append "$cmdline nz.node=$g${extra_cmdline:+ $extra_cmdline}"
+		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap
+		-virtfs "local,path=$outdir,mount_tag=nzrun,security_model=none"
+		-serial "file:$outdir/guest$g.console"
+		-serial "file:$outdir/guest$g.result"
+		-monitor "unix:$outdir/guest$g.mon,server=on,wait=off")
+	for ((r = 0; r < rails; r++)); do
+		qemu+=(-netdev "tap,id=r$r,ifname=$(tap_name "$g" "$r"),script=no,downscript=no"
+			-device "virtio-net-pci,netdev=r$r,romfile=,mac=$(printf '52:54:00:00:%02x:%02x' "$r" "$g")")
+	done
+	mkdir -p "$outdir/guest$g.out"
+	ip netns exec "$ns" "${qemu[@]}" </dev/null >"$outdir/guest$g.qemu.log" 2>&1 &
+	qpids[g]=$!
+	started[g]=$(date +%s.%N)
+done
+
+echo "# OUTDIR $outdir"
+echo "# kernel $kernel ($kver), $nodes guests x $rails rails, $(basename "$guest_script")"
+
+# --- host script -----------------------------------------------------------------
+
+# Helpers exported to a bash host script.
+# shellcheck disable=SC2317  # not called here
+nz_tap() { echo "tap-g$1-r$2"; }
+# nz_mon G COMMAND: run a QEMU monitor (HMP) command on guest G, print the reply.
+# shellcheck disable=SC2317  # not called here
+nz_mon() {
+	python3 - "$OUTDIR/guest$1.mon" "$2" <<'EOF'
+import re, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+def until_prompt():
+    buf = b""
+    while not buf.endswith(b"(qemu) "):
+        d = s.recv(4096)
+        if not d:
+            break
+        buf += d
+    return buf
+until_prompt()
+s.sendall(sys.argv[2].encode() + b"\n")
+out = until_prompt().decode(errors="replace")
+out = re.sub(r"\x1b\[[0-9;]*[A-Za-z]|\r", "", out)
+lines = out.split("\n")[1:]          # the echoed command
+if lines and lines[-1].startswith("(qemu)"):
+    lines.pop()
+if lines:
+    print("\n".join(lines))
+EOF
+}
+
+host_state=
+if [ -n "$host_script" ]; then
+	for ((i = 0; i < 50; i++)); do
+		missing=0
+		for ((g = 0; g < nodes; g++)); do
+			[ -S "$outdir/guest$g.mon" ] || missing=1
+		done
+		[ $missing -eq 0 ] && break
+		sleep 0.1
+	done
+	export OUTDIR=$outdir NZ_RUN=$outdir NZ_NODES=$nodes NZ_RAILS=$rails NZ_NS=$ns NZ_TOP=$TOP
+	for ((g = 0; g < nodes; g++)); do
+		export "NZ_MON_$g=$outdir/guest$g.mon"
+		for ((r = 0; r < rails; r++)); do
+			export "NZ_TAP_${g}_$r=$(tap_name "$g" "$r")"
+		done
+	done
+	export -f nz_tap nz_mon
+	runner=()
+	[ -x "$host_script" ] || runner=(bash)
+	(cd "$TOP" && exec ip netns exec "$ns" setsid "${runner[@]}" "$host_script") \
+		</dev/null >"$outdir/host.log" 2>&1 &
+	hpid=$!
+fi
+
+# --- wait ---------------------------------------------------------------------------
+
+deadline=$((SECONDS + timeout))
+killed_at=
+timed_out=()
+while :; do
+	running=0
+	for ((g = 0; g < nodes; g++)); do
+		[ -z "${ended[g]:-}" ] || continue
+		if [ -z "${begun[g]:-}" ] && grep -q '^NZ-BEGIN ' "$outdir/guest$g.result" 2>/dev/null; then
+			begun[g]=$(date +%s.%N)
+		fi
+		if kill -0 "${qpids[g]}" 2>/dev/null; then
+			running=1
+			continue
+		fi
+		ended[g]=$(date +%s.%N)
+		rc=0
+		wait "${qpids[g]}" || rc=$?
+		qrc[g]=$rc
+	done
+	[ $running -eq 1 ] || break
+	if [ -z "$killed_at" ] && [ $SECONDS -ge $deadline ]; then
+		killed_at=$SECONDS
+		for ((g = 0; g < nodes; g++)); do
+			if [ -z "${ended[g]:-}" ]; then
+				timed_out[g]=1
+				kill -TERM "${qpids[g]}" 2>/dev/null || true
+			fi
+		done
+	elif [ -n "$killed_at" ] && [ $SECONDS -ge $((killed_at + 5)) ]; then
+		for ((g = 0; g < nodes; g++)); do
+			[ -n "${ended[g]:-}" ] || kill -KILL "${qpids[g]}" 2>/dev/null || true
+		done
+	fi
+	sleep 0.2
+done
+qpids=()
+
+if [ -n "$hpid" ]; then
+	if kill -0 "$hpid" 2>/dev/null; then
+		kill -TERM -- "-$hpid" 2>/dev/null || true
+		wait "$hpid" 2>/dev/null || true
+		kill -KILL -- "-$hpid" 2>/dev/null || true
+		host_state=stopped
+	else
+		rc=0
+		wait "$hpid" || rc=$?
+		host_state=$rc
+	fi
+	hpid=
+fi
+
+# --- report ----------------------------------------------------------------------------
+
+failed=0
+tap_ok() { echo "ok - $*"; }
+tap_fail() {
+	echo "not ok - $*"
+	failed=1
+}
+
+# Kernel log lines that fail a run.
+bad_console='WARNING:|BUG:|Oops|general protection|Kernel panic|kernel BUG'
+bad_console+='|BUG [^ ]+ \((Not t|T)ainted\)|BUG kmalloc|Redzone|Poison overwritten|Object padding'
+bad_console+='|INFO: task .* blocked|UBSAN|KASAN|list_add corruption|list_del corruption'
+bad_console+='|soft lockup|hard LOCKUP|rcu.*detected stall|kernel stack overflow|stack-protector'
+
+# Rewrite a guest's TAP lines so they name the guest: "ok 3 foo # SKIP x"
+# becomes "ok - g0: foo # SKIP x".  Exits 1 if any line was "not ok".
+rewrite_tap() {
+	awk -v p="$1: " '
+	/^(not )?ok($|[ \t])/ {
+		neg = ($0 ~ /^not /)
+		rest = $0
+		sub(/^(not )?ok[ \t]*/, "", rest)
+		num = ""
+		if (match(rest, /^[0-9]+/)) {
+			num = substr(rest, 1, RLENGTH)
+			rest = substr(rest, RLENGTH + 1)
+		}
+		sub(/^[ \t]*(-[ \t]*)?/, "", rest)
+		if (rest == "" || rest ~ /^#/)
+			rest = "test" (num == "" ? "" : " " num) (rest == "" ? "" : " " rest)
+		print (neg ? "not ok" : "ok") " - " p rest
+		if (neg && rest !~ /#[ \t]*[Tt][Oo][Dd][Oo]/) bad = 1
+		next
+	}
+	/^# / { print "# " p substr($0, 3); next }
+	/^Bail out!/ { print "not ok - " p $0; bad = 1; next }
+	END { exit bad }'
+}
+
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+
+for ((g = 0; g < nodes; g++)); do
+	res=$outdir/guest$g.result
+	con=$outdir/guest$g.console
+	touch "$res" "$con"
+	gfail=0
+	tr -d '\r' <"$res" | rewrite_tap "g$g" || gfail=1
+	[ $gfail -eq 0 ] || failed=1
+
+	nonce=$(awk '$1 == "NZ-BEGIN" { print $2; exit }' "$res")
+	boot=$(awk '$1 == "NZ-BEGIN" { print $3; exit }' "$res")
+	code=
+	[ -z "$nonce" ] || code=$(awk -v n="$nonce" '$1 == "NZ-EXIT" && $3 == n { c = $2 } END { print c }' "$res")
+	setup=$(sed -n 's/^NZ-SETUP-FAIL //p' "$res" | head -n 1)
+	if [ -n "$setup" ]; then
+		tap_fail "g$g: guest set-up failed: $setup"
+		gfail=1
+	elif [ -z "$code" ]; then
+		tap_fail "g$g: no exit status (panic, hang or timeout)"
+		gfail=1
+	elif [ "$code" -eq 0 ]; then
+		tap_ok "g$g: exited 0"
+	else
+		tap_fail "g$g: exited $code"
+		gfail=1
+	fi
+	[ -z "${timed_out[g]:-}" ] || echo "# g$g: killed after the ${timeout}s timeout"
+	[ "${qrc[g]:-0}" -eq 0 ] || echo "# g$g: qemu exited ${qrc[g]}"
+
+	if matches=$(tr -d '\r' <"$con" | grep -aE "$bad_console"); then
+		tap_fail "g$g: kernel log clean"
+		head -n 5 <<<"$matches" | sed "s/^/# g$g console: /"
+		gfail=1
+	else
+		tap_ok "g$g: kernel log clean"
+	fi
+
+	if [ -n "${begun[g]:-}" ]; then
+		echo "# g$g: script started $(secs "${started[g]}" "${begun[g]}") s after qemu" \
+			"(${boot:-?} s guest uptime); guest ran $(secs "${started[g]}" "${ended[g]}") s"
+	else
+		echo "# g$g: guest ran $(secs "${started[g]}" "${ended[g]}") s"
+	fi
+	if [ $gfail -ne 0 ]; then
+		echo "# g$g: last lines of $con:"
+		console_text "$con" | tail -n 40 | sed "s/^/# g$g console| /"
+		echo "# g$g: last lines of $res:"
+		console_text "$res" | tail -n 40 | sed "s/^/# g$g result| /"
+		if [ -s "$outdir/guest$g.qemu.log" ]; then
+			tail -n 10 "$outdir/guest$g.qemu.log" | sed "s/^/# g$g qemu| /"
+		fi
+	fi
+done
+
+if [ -n "$host_script" ]; then
+	tr -d '\r' <"$outdir/host.log" | rewrite_tap host || failed=1
+	case $host_state in
+	stopped) tap_ok "host: script stopped when the guests were done" ;;
+	0) tap_ok "host: script exited 0" ;;
+	*)
+		tap_fail "host: script exited $host_state"
+		tail -n 40 "$outdir/host.log" | comment
+		;;
+	esac
+fi
+
+echo "# total $(secs "$t0" "$(date +%s.%N)") s; logs in $outdir"
+exit $failed

@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nezhactl rail: add, delete, change and show rails.
+ *
+ *   nezhactl rail add NAME proto {tcp|rdma} dev DEV [addr A.B.C.D]
+ *                     [port PORT] [weight W]
+ *   nezhactl rail del NAME
+ *   nezhactl rail set NAME [weight W] [up|down]
+ *   nezhactl rail [show|list] [NAME]
+ *
+ * Arguments are checked here first, so that a usage error never reaches
+ * the kernel; the kernel checks everything again (names, devices,
+ * addresses, ranges) and explains its refusals in the extended ack.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/genetlink.h>
+#include <linux/nezha.h>
+#include <linux/nezha_netlink.h>
+#include "nezhactl.h"
+
+#define NZCTL_RAIL_ADD_USAGE \
+	"nezhactl rail add NAME proto {tcp|rdma} dev DEV [addr A.B.C.D] [port PORT] [weight W]"
+#define NZCTL_RAIL_DEL_USAGE	"nezhactl rail del NAME"
+#define NZCTL_RAIL_SET_USAGE	"nezhactl rail set NAME [weight W] [up|down]"
+#define NZCTL_RAIL_SHOW_USAGE	"nezhactl rail [show|list] [NAME]"
+
+static int nzctl_rail_usage(const char *usage)
+{
+	fprintf(stderr, "usage: %s\n", usage);
+	return -EINVAL;
+}
+
+/* "nezhactl: <what is wrong>" and the usage line; returns -EINVAL. */
+__attribute__((format(printf, 2, 3)))
+static int nzctl_rail_bad(const char *usage, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "nezhactl: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return nzctl_rail_usage(usage);
+}
+
+static void nzctl_rail_help(FILE *f)
+{
+	fprintf(f, "usage: %s\n       %s\n       %s\n       %s\n",
+		NZCTL_RAIL_ADD_USAGE, NZCTL_RAIL_DEL_USAGE,
+		NZCTL_RAIL_SET_USAGE, NZCTL_RAIL_SHOW_USAGE);
+}
+
+/* A decimal number 0..max, nothing else (no sign, no blanks). */
+static int nzctl_parse_u32(const char *s, uint32_t max, uint32_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static const char *const nzctl_proto_names[] = {
+	[NZ_PROTO_TCP] = "tcp",
+	[NZ_PROTO_RDMA] = "rdma",
+};
+
+static const char *const nzctl_state_names[] = {
+	[NZ_RAIL_UP] = "up",
+	[NZ_RAIL_ADMIN_DOWN] = "admin-down",
+	[NZ_RAIL_NO_LINK] = "no-link",
+	[NZ_RAIL_FAILED] = "failed",
+};
+
+#define NZCTL_NAME(tbl, i) \
+	((i) < sizeof(tbl) / sizeof(tbl[0]) && tbl[i] ? tbl[i] : "unknown")
+
+/* Open the family, send req, report a failure as "nezhactl: WHAT: ...". */
+static int nzctl_rail_request(struct nzctl_nl *nl, struct nlmsghdr *req,
+			      const char *what, mnl_cb_t cb, void *data)
+{
+	int ret = nzctl_nl_talk(nl, req, cb, data);
+
+	if (ret)
+		nzctl_nl_perror(nl, ret, what);
+	return ret;
+}
+
+/* --- add ------------------------------------------------------------------ */
+
+#define ADD_BAD(...) nzctl_rail_bad(NZCTL_RAIL_ADD_USAGE, __VA_ARGS__)
+
+struct nzctl_rail_add_args {
+	const char *name, *dev;
+	uint32_t proto, port, weight;
+	int have_port, have_weight, have_addr;
+	struct in_addr addr;
+};
+
+/* One "KEYWORD VALUE" pair of rail add. */
+static int nzctl_rail_add_arg(struct nzctl_rail_add_args *a, const char *kw,
+			      const char *val)
+{
+	if (!strcmp(kw, "proto")) {
+		if (a->proto)
+			goto twice;
+		if (!strcmp(val, "tcp"))
+			a->proto = NZ_PROTO_TCP;
+		else if (!strcmp(val, "rdma"))
+			a->proto = NZ_PROTO_RDMA;
+		else
+			return ADD_BAD("rail add: unknown protocol \"%s\"", val);
+	} else if (!strcmp(kw, "dev")) {
+		if (a->dev)
+			goto twice;
+		a->dev = val;
+	} else if (!strcmp(kw, "addr")) {
+		if (a->have_addr++)
+			goto twice;
+		if (inet_pton(AF_INET, val, &a->addr) != 1)
+			return ADD_BAD("rail add: bad IPv4 address \"%s\"", val);
+	} else if (!strcmp(kw, "port")) {
+		if (a->have_port++)
+			goto twice;
+		if (nzctl_parse_u32(val, 65535, &a->port) || !a->port)
+			return ADD_BAD("rail add: bad port \"%s\" (1..65535)", val);
+	} else if (!strcmp(kw, "weight")) {
+		if (a->have_weight++)
+			goto twice;
+		/* The range is the kernel's: it says so if it objects. */
+		if (nzctl_parse_u32(val, UINT32_MAX, &a->weight))
+			return ADD_BAD("rail add: bad weight \"%s\"", val);
+	} else {
+		return ADD_BAD("rail add: unknown argument \"%s\"", kw);
+	}
+	return 0;
+
+twice:
+	return ADD_BAD("rail add: \"%s\" given twice", kw);
+}
+
+static int nzctl_rail_add(int argc, char **argv)
+{
+	struct nzctl_rail_add_args a = { 0 };
+	struct nzctl_nl nl;
+	struct nlmsghdr *nlh;
+	char what[64];
+	int i, ret;
+
+	if (argc < 2)
+		return ADD_BAD("rail add: no name");
+	a.name = argv[1];
+	for (i = 2; i < argc; i += 2) {
+		if (i + 1 >= argc)
+			return ADD_BAD("rail add: \"%s\" needs a value", argv[i]);
+		ret = nzctl_rail_add_arg(&a, argv[i], argv[i + 1]);
+		if (ret)
+			return ret;
+	}
+	if (!a.proto)
+		return ADD_BAD("rail add %s: no protocol", a.name);
+	if (!a.dev)
+		return ADD_BAD("rail add %s: no device", a.name);
+
+	ret = nzctl_nl_open(&nl);
+	if (ret)
+		return ret;
+	nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_ADD, 0);
+	mnl_attr_put_strz(nlh, NZ_A_RAIL_NAME, a.name);
+	mnl_attr_put_u32(nlh, NZ_A_RAIL_PROTO, a.proto);
+	mnl_attr_put_strz(nlh, NZ_A_RAIL_DEV, a.dev);
+	if (a.have_addr)
+		mnl_attr_put_u32(nlh, NZ_A_RAIL_ADDR, a.addr.s_addr);
+	if (a.have_port)
+		mnl_attr_put_u16(nlh, NZ_A_RAIL_PORT, (uint16_t)a.port);
+	if (a.have_weight)
+		mnl_attr_put_u32(nlh, NZ_A_RAIL_WEIGHT, a.weight);
+	snprintf(what, sizeof(what), "rail add %s", a.name);
+	ret = nzctl_rail_request(&nl, nlh, what, NULL, NULL);
+	nzctl_nl_close(&nl);
+	return ret;
+}
+
+/* --- del ------------------------------------------------------------------ */
+
+static int nzctl_rail_del(int argc, char **argv)
+{
+	struct nzctl_nl nl;
+	struct nlmsghdr *nlh;
+	char what[64];
+	int ret;
+
+	if (argc != 2)
+		return nzctl_rail_usage(NZCTL_RAIL_DEL_USAGE);
+	ret = nzctl_nl_open(&nl);
+	if (ret)
+		return ret;
+	nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_DEL, 0);
+	mnl_attr_put_strz(nlh, NZ_A_RAIL_NAME, argv[1]);
+	snprintf(what, sizeof(what), "rail del %s", argv[1]);
+	ret = nzctl_rail_request(&nl, nlh, what, NULL, NULL);
+	nzctl_nl_close(&nl);
+	return ret;
+}
+
+/* --- set ------------------------------------------------------------------ */
+
+#define SET_BAD(...) nzctl_rail_bad(NZCTL_RAIL_SET_USAGE, __VA_ARGS__)
+
+static int nzctl_rail_set(int argc, char **argv)
+{
+	int have_weight = 0, admin = -1, i, ret;
+	struct nzctl_nl nl;
+	struct nlmsghdr *nlh;
+	uint32_t weight = 0;
+	char what[64];
+
+	if (argc < 2)
+		return SET_BAD("rail set: no name");
+	if (argc < 3)
+		return SET_BAD("rail set %s: nothing to set", argv[1]);
+	for (i = 2; i < argc; i++) {
+		if (!strcmp(argv[i], "up") || !strcmp(argv[i], "down")) {
+			if (admin >= 0)
+				return SET_BAD("rail set: up or down given twice");
+			admin = !strcmp(argv[i], "up");
+		} else if (!strcmp(argv[i], "weight")) {
+			if (have_weight++)
+				return SET_BAD("rail set: \"weight\" given twice");
+			if (++i >= argc)
+				return SET_BAD("rail set: \"weight\" needs a value");
+			if (nzctl_parse_u32(argv[i], UINT32_MAX, &weight))
+				return SET_BAD("rail set: bad weight \"%s\"", argv[i]);
+		} else {
+			return SET_BAD("rail set: unknown argument \"%s\"", argv[i]);
+		}
+	}
+
+	ret = nzctl_nl_open(&nl);
+	if (ret)
+		return ret;
+	nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_SET, 0);
+	mnl_attr_put_strz(nlh, NZ_A_RAIL_NAME, argv[1]);
+	if (have_weight)
+		mnl_attr_put_u32(nlh, NZ_A_RAIL_WEIGHT, weight);
+	if (admin >= 0)
+		mnl_attr_put_u8(nlh, NZ_A_RAIL_ADMIN, (uint8_t)admin);
+	snprintf(what, sizeof(what), "rail set %s", argv[1]);
+	ret = nzctl_rail_request(&nl, nlh, what, NULL, NULL);
+	nzctl_nl_close(&nl);
+	return ret;
+}
+
+/* --- show ----------------------------------------------------------------- */
+
+struct nzctl_rail {
+	char name[NZ_RAIL_NAME_LEN];
+	char dev[64];
+	uint32_t id, proto, weight, state;
+	uint32_t addr;			/* network order */
+	uint16_t port;
+	uint64_t stats[NZ_RSTAT_MAX + 1];
+};
+
+static int nzctl_rail_stats_cb(const struct nlattr *attr, void *data)
+{
+	struct nzctl_rail *r = data;
+	int type = mnl_attr_get_type(attr);
+
+	if (type > NZ_RSTAT_PAD && type <= NZ_RSTAT_MAX &&
+	    mnl_attr_validate(attr, MNL_TYPE_U64) >= 0)
+		r->stats[type] = mnl_attr_get_u64(attr);
+	return MNL_CB_OK;
+}
+
+static int nzctl_rail_attr_cb(const struct nlattr *attr, void *data)
+{
+	struct nzctl_rail *r = data;
+	int type = mnl_attr_get_type(attr);
+
+	switch (type) {
+	case NZ_A_RAIL_NAME:
+	case NZ_A_RAIL_DEV:
+		if (mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0)
+			break;
+		if (type == NZ_A_RAIL_NAME)
+			snprintf(r->name, sizeof(r->name), "%s",
+				 mnl_attr_get_str(attr));
+		else
+			snprintf(r->dev, sizeof(r->dev), "%s",
+				 mnl_attr_get_str(attr));
+		break;
+	case NZ_A_RAIL_ID:
+	case NZ_A_RAIL_PROTO:
+	case NZ_A_RAIL_WEIGHT:
+	case NZ_A_RAIL_STATE:
+	case NZ_A_RAIL_ADDR:
+		if (mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
+			break;
+		if (type == NZ_A_RAIL_ID)
+			r->id = mnl_attr_get_u32(attr);
+		else if (type == NZ_A_RAIL_PROTO)
+			r->proto = mnl_attr_get_u32(attr);
+		else if (type == NZ_A_RAIL_WEIGHT)
+			r->weight = mnl_attr_get_u32(attr);
+		else if (type == NZ_A_RAIL_STATE)
+			r->state = mnl_attr_get_u32(attr);
+		else
+			r->addr = mnl_attr_get_u32(attr);
+		break;
+	case NZ_A_RAIL_PORT:
+		if (mnl_attr_validate(attr, MNL_TYPE_U16) >= 0)
+			r->port = mnl_attr_get_u16(attr);
+		break;
+	case NZ_A_RAIL_STATS:
+		if (mnl_attr_validate(attr, MNL_TYPE_NESTED) >= 0)
+			mnl_attr_parse_nested(attr, nzctl_rail_stats_cb, r);
+		break;
+	}
+	return MNL_CB_OK;
+}
+
+/*
+ * 0: r0 tcp dev eth0 10.77.0.1:7470 weight 100 state up conns 1
+ *     tx 123 bytes 4 chunks  rx 0 bytes 0 chunks  errors 0 refused 0
+ */
+static int nzctl_rail_show_cb(const struct nlmsghdr *nlh, void *data)
+{
+	char addr[INET_ADDRSTRLEN];
+	struct nzctl_rail r;
+
+	(void)data;
+	memset(&r, 0, sizeof(r));
+	mnl_attr_parse(nlh, sizeof(struct genlmsghdr), nzctl_rail_attr_cb, &r);
+	if (!inet_ntop(AF_INET, &r.addr, addr, sizeof(addr)))
+		snprintf(addr, sizeof(addr), "?");
+	printf("%" PRIu32 ": %s %s dev %s %s:%u weight %" PRIu32
+	       " state %s conns %" PRIu64 "\n",
+	       r.id, r.name, NZCTL_NAME(nzctl_proto_names, r.proto), r.dev,
+	       addr, r.port, r.weight, NZCTL_NAME(nzctl_state_names, r.state),
+	       r.stats[NZ_RSTAT_CONNS]);
+	printf("    tx %" PRIu64 " bytes %" PRIu64 " chunks  rx %" PRIu64
+	       " bytes %" PRIu64 " chunks  errors %" PRIu64 " refused %" PRIu64
+	       "\n",
+	       r.stats[NZ_RSTAT_BYTES_TX], r.stats[NZ_RSTAT_CHUNKS_TX],
+	       r.stats[NZ_RSTAT_BYTES_RX], r.stats[NZ_RSTAT_CHUNKS_RX],
+	       r.stats[NZ_RSTAT_ERRORS], r.stats[NZ_RSTAT_HS_REFUSED]);
+	return MNL_CB_OK;
+}
+
+static int nzctl_rail_show(int argc, char **argv)
+{
+	const char *name = argc > 1 ? argv[1] : NULL;
+	struct nzctl_nl nl;
+	struct nlmsghdr *nlh;
+	char what[64];
+	int ret;
+
+	if (argc > 2)
+		return nzctl_rail_usage(NZCTL_RAIL_SHOW_USAGE);
+	ret = nzctl_nl_open(&nl);
+	if (ret)
+		return ret;
+	if (name) {
+		nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_GET, 0);
+		mnl_attr_put_strz(nlh, NZ_A_RAIL_NAME, name);
+		snprintf(what, sizeof(what), "rail show %s", name);
+	} else {
+		nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_GET, NLM_F_DUMP);
+		snprintf(what, sizeof(what), "rail show");
+	}
+	ret = nzctl_rail_request(&nl, nlh, what, nzctl_rail_show_cb, NULL);
+	nzctl_nl_close(&nl);
+	return ret;
+}
+
+/* --- dispatch ------------------------------------------------------------- */
+
+int nzctl_rail(int argc, char **argv)
+{
+	const char *sub = argc > 1 ? argv[1] : "show";
+
+	if (argc <= 1 || !strcmp(sub, "show") || !strcmp(sub, "list"))
+		return nzctl_rail_show(argc > 1 ? argc - 1 : 1, argv + 1);
+	if (!strcmp(sub, "add"))
+		return nzctl_rail_add(argc - 1, argv + 1);
+	if (!strcmp(sub, "del") || !strcmp(sub, "delete"))
+		return nzctl_rail_del(argc - 1, argv + 1);
+	if (!strcmp(sub, "set"))
+		return nzctl_rail_set(argc - 1, argv + 1);
+	if (!strcmp(sub, "help")) {
+		nzctl_rail_help(stdout);
+		return 0;
+	}
+	fprintf(stderr, "nezhactl: rail: unknown command \"%s\"\n", sub);
+	nzctl_rail_help(stderr);
+	return -EINVAL;
+}
