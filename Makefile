@@ -94,14 +94,15 @@ $(B)/tools/nezha-bench: tools/nezha-bench.c $(wildcard tools/bench_*.c) $(LIB_A)
 tests: $(UNIT_BINS) $(GUEST_BINS)
 
 -include selftests/unit/deps.mk
+GUEST_DEPS_nz_hostile := kmod/wire.c
 
 $(B)/unit/%: selftests/unit/%.c $(LIB_A) $(wildcard kmod/*.h kmod/*.c selftests/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_DEPS_$*) $(LIB_A) $(LIB_LDLIBS)
 
-$(B)/guest/%: selftests/guest/%.c $(LIB_A) selftests/tap.h
+$(B)/guest/%: selftests/guest/%.c $(LIB_A) selftests/tap.h $(wildcard kmod/*.h kmod/*.c)
 	@mkdir -p $(@D)
-	$(CC) $(UCFLAGS) -Iselftests -o $@ $< $(LIB_A) $(LIB_LDLIBS)
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(GUEST_DEPS_$*) $(LIB_A) $(LIB_LDLIBS)
 
 check: setup
 	$(MAKE) all

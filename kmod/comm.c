@@ -184,11 +184,24 @@ static void nz_conn_fail_work(struct work_struct *work)
 	conn->fail_tp = NULL;
 	spin_unlock_bh(&conn->kick_lock);
 	if (tp && conn->tp == tp) {
-		pr_info("rail %s: connection to rank %u lost (%d)\n",
-			conn->rail->name, conn->peer->rank, conn->fail_err);
-		nz_conn_detach(conn, conn->fail_err);
-		if (conn->client)
-			nz_health_conn_retry(conn);
+		if (conn->fail_err == -ESHUTDOWN) {
+			/*
+			 * The peer left the job: no error, no reconnect, and
+			 * what was pending with it cannot finish any more.
+			 */
+			nz_conn_detach(conn, 0);
+			spin_lock_bh(&conn->peer->lock);
+			conn->peer->left = true;
+			spin_unlock_bh(&conn->peer->lock);
+			nz_peer_fail_all(conn->peer, -ECONNRESET);
+		} else {
+			pr_info("rail %s: connection to rank %u lost (%d)\n",
+				conn->rail->name, conn->peer->rank,
+				conn->fail_err);
+			nz_conn_detach(conn, conn->fail_err);
+			if (conn->client)
+				nz_health_conn_retry(conn);
+		}
 	}
 	mutex_unlock(&conn->io_lock);
 }

@@ -148,6 +148,7 @@ struct nz_peer {
 	spinlock_t lock;
 	struct nz_conn conns[NZ_MAX_RAILS];
 	u32 conns_up;
+	bool left;			/* closed the job in order */
 	struct hlist_head tags[1 << NZ_TAG_HASH_BITS];
 	/* tx */
 	u64 next_msg_id;

@@ -322,9 +322,10 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 		goto out_free;
 
 	spin_lock_bh(&p->lock);
-	if (comm->dead) {
+	if (comm->dead || p->left) {
 		spin_unlock_bh(&p->lock);
-		nz_req_complete(&xr->base, -ECANCELED, 0);
+		nz_req_complete(&xr->base, comm->dead ? -ECANCELED : -ECONNRESET,
+				0);
 		xr = NULL;
 		ret = 0;
 		goto out_free;
@@ -398,9 +399,10 @@ int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 		goto out_free;
 
 	spin_lock_bh(&p->lock);
-	if (comm->dead) {
+	if (comm->dead || p->left) {
 		spin_unlock_bh(&p->lock);
-		nz_req_complete(&xr->base, -ECANCELED, 0);
+		nz_req_complete(&xr->base, comm->dead ? -ECANCELED : -ECONNRESET,
+				0);
 		xr = NULL;
 		ret = 0;
 		goto out_free;
@@ -774,7 +776,9 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 	case NZ_FRAME_HEARTBEAT_ACK:
 		return 0;
 	case NZ_FRAME_CLOSE:
-		return -ECONNRESET;
+		/* The peer left the job in order, or refused us. */
+		return f->close.reason == NZ_CLOSE_NORMAL ? -ESHUTDOWN :
+		       -ECONNRESET;
 	default:
 		return -EPROTO;
 	}

@@ -158,6 +158,24 @@ static void nz_tcp_send_close(struct socket *sock, u32 reason)
 	nz_tcp_send_frame(sock, &f);
 }
 
+static void nz_tcp_send_close_nowait(struct socket *sock, u32 reason)
+{
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL };
+	u8 buf[NZ_WIRE_HDR_LEN];
+	struct nz_frame f;
+	struct kvec kv;
+	int len;
+
+	nz_frame_init(&f, NZ_FRAME_CLOSE);
+	f.close.reason = reason;
+	len = nz_wire_encode(&f, &nz_tcp_hs_lim, buf, sizeof(buf));
+	if (len < 0)
+		return;
+	kv.iov_base = buf;
+	kv.iov_len = len;
+	kernel_sendmsg(sock, &msg, &kv, 1, len);
+}
+
 static void nz_tcp_set_timeouts(struct socket *sock)
 {
 	struct sock *sk = sock->sk;
@@ -482,6 +500,9 @@ static void nz_tcp_conn_close(struct nz_conn *conn)
 	cancel_work_sync(&tc->rx_work);
 	cancel_work_sync(&tc->tx_work);
 
+	/* Leaving the job: say so, unless a frame is half written. */
+	if (conn->state == NZ_CONN_DEAD && !tc->tx_busy)
+		nz_tcp_send_close_nowait(tc->sock, NZ_CLOSE_NORMAL);
 	if (tc->rx_in_body)
 		nz_conn_rx_data_abort(conn, &tc->rx_dest);
 	kernel_sock_shutdown(tc->sock, SHUT_RDWR);
@@ -616,6 +637,25 @@ static u32 nz_tcp_check_hello(struct nz_comm *comm, struct nz_rail *rail,
 	return 0;
 }
 
+/*
+ * The ranks of a job create their communicators at about the same time; a
+ * client may knock before ours exists.  Give it NZ_TCP_COMM_GRACE_MS.
+ */
+#define NZ_TCP_COMM_GRACE_MS	2000
+
+static struct nz_comm *nz_tcp_wait_comm(const struct nz_frame_hello *h)
+{
+	struct nz_comm *comm;
+	int waited;
+
+	for (waited = 0; ; waited += 20) {
+		comm = nz_comm_find_job(h->job_id, h->dst_rank);
+		if (comm || waited >= NZ_TCP_COMM_GRACE_MS)
+			return comm;
+		msleep(20);
+	}
+}
+
 static void nz_tcp_server_hs_work(struct work_struct *work)
 {
 	struct nz_tcp_hs *hs = container_of(work, struct nz_tcp_hs, work);
@@ -640,7 +680,7 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 	reason = NZ_CLOSE_IDENTITY;
 	if (READ_ONCE(rail->dead) || READ_ONCE(rail->admin_down))
 		goto refuse;
-	comm = nz_comm_find_job(hello.hello.job_id, hello.hello.dst_rank);
+	comm = nz_tcp_wait_comm(&hello.hello);
 	if (!comm)
 		goto refuse;
 	reason = nz_tcp_check_hello(comm, rail, &hello.hello, nonce_s, &conn);

@@ -8,7 +8,7 @@
  * the acknowledgment rules are in Documentation/wire.rst.
  *
  * Pure C without kernel calls: built into nezha.ko and into host tests.
- * Every function returns 0 (or a byte count) or a negative errno:
+ * Functions that can fail return 0 (or a byte count) or a negative errno:
  *   -EPROTO           malformed frame: close the rail connection, count it
  *   -EPROTONOSUPPORT  good magic, but a wire version this module lacks
  *   -EMSGSIZE         DATA payload or message beyond the job's limits

@@ -218,6 +218,12 @@ static int nzi_finish(struct nz_request *r, struct nz_status *st)
 {
 	int res = r->res < 0 ? r->res : 0;
 
+	if (res)
+		nzi_error(res, "%s rank %d (tag %llu, %zu bytes) failed: %s%s",
+			  r->op == NZ_CMD_SEND ? "send to" : "receive from", r->peer,
+			  (unsigned long long)r->tag, r->len, strerror(-res),
+			  res == -EMSGSIZE ? " (the message is longer than the buffer)" :
+			  res == -ENETDOWN ? " (no rail left to the peer)" : "");
 	if (st) {
 		st->peer = r->peer;
 		st->tag = r->tag;

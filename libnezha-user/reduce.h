@@ -77,14 +77,17 @@ int nz_reduce3(void *out, const void *a, const void *b, size_t count,
  *  - integers: C division truncating toward zero of the (wrapped) sum as
  *    stored in the element type, e.g. int8 100+100 wraps to -56, giving
  *    -28 for two ranks.
- *  - floats: the quotient sum/nranks rounded to nearest-even in the element
- *    type.  It is computed in binary64 (float16/bfloat16/float32 operands
- *    are widened exactly), which makes it correctly rounded for every
- *    nranks for float16, bfloat16 and float64 and for nranks < 2^27 for
- *    float32 (NZ_MAX_RANKS is far below).  A division rather than a
- *    multiplication by a rounded 1/nranks was chosen so that the result
- *    does not depend on how 1/nranks rounds (e.g. 3 ranks of 1.0 average
- *    to exactly 1.0).  Infinities stay infinite; a NaN stays a NaN.
+ *  - floats: the quotient sum/nranks correctly rounded (to nearest-even)
+ *    in the element type.  float32 divides in binary64 and rounds once
+ *    more, which is correctly rounded for nranks < 2^28 (beyond, a double
+ *    rounding can cost one ulp); float64 divides directly;
+ *    float16/bfloat16 divide in binary32 for nranks < 2^12 / 2^15, where
+ *    that provably gives the correctly rounded result, and in binary64
+ *    (exact for every nranks) above.  A division was chosen over a
+ *    multiplication by a rounded 1/nranks so that the result does not
+ *    depend on how 1/nranks rounds: 41 ranks contributing 1.0f average to
+ *    exactly 1.0f, where 41.0f * (1.0f/41) gives 0.99999994f.
+ *    Infinities stay infinite; a NaN stays a NaN.
  *  - nranks == 1 leaves the buffer untouched.
  *
  * Returns 0, or -EINVAL for an invalid @dtype, @nranks == 0, or a NULL

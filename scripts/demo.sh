@@ -30,23 +30,28 @@ selftests/qemu/vm.sh -n 2 -r 2 -t "${NZ_DEMO_TIMEOUT:-600}" -o "$out" \
 	selftests/guest/demo.sh "${NZ_RATE:-40mbit}" >"$out/vm.log" 2>&1 &
 vm=$!
 
-# Follow both guests' output as it is produced: nz0's in full, nz1's
-# prefixed.  TAP bookkeeping and the harness's status lines are left out.
-i=0
-while [ ! -e "$out/guest1.result" ] && [ $i -lt 50 ]; do
-	sleep 0.2
-	i=$((i + 1))
-done
-tail -n +1 -F --pid=$vm "$out/guest0.result" "$out/guest1.result" 2>/dev/null |
-	awk '
-	/^==> .*guest0\.result <==$/ { p = ""; next }
-	/^==> .*guest1\.result <==$/ { p = "    nz1| "; next }
+# Follow rank 0 as it runs; rank 1's transcript comes after, in one block.
+# TAP bookkeeping and the harness's status lines are left out.
+show() {	# show PREFIX < guest result stream
+	awk -v p="$1" '
 	/^==> / || /^$/ || /^NZ-/ || /^1\.\./ { next }
 	/^(not )?ok / { if ($1 == "not") print p "FAILED: " substr($0, index($0, "-") + 2); next }
 	/^# / { print p substr($0, 3); fflush(); next }
 	{ print p $0; fflush() }'
+}
+i=0
+while [ ! -e "$out/guest0.result" ] && [ $i -lt 100 ]; do
+	sleep 0.2
+	i=$((i + 1))
+done
+tail -n +1 -F --pid=$vm "$out/guest0.result" 2>/dev/null | show ""
 wait $vm
 rc=$?
+if [ -s "$out/guest1.result" ]; then
+	echo
+	echo "--- meanwhile on nz1 (rank 1) ---"
+	show "nz1| " <"$out/guest1.result"
+fi
 
 echo
 if [ $rc -eq 0 ]; then

@@ -48,7 +48,7 @@ echo "TAP version 13"
 for t in build/unit/test_*; do
 	[ -x "$t" ] || continue
 	name=$(basename "$t")
-	"$t" > "$OUT/$name.tap" 2>&1
+	timeout 300 "$t" > "$OUT/$name.tap" 2>&1
 	rc=$?
 	relay "unit/$name: " < "$OUT/$name.tap"
 	[ $rc -eq 0 ] && emit ok "unit/$name: exit status 0" ||

@@ -7,7 +7,8 @@
 #            GUEST_SCRIPT [ARGS...]
 #
 # Output: TAP lines ("ok - g0: ..." / "not ok - g0: ..."), "# " comments.
-# Exit status: 0 when every line was "ok", 1 otherwise, 2 on usage errors.
+# Exit status: 0 when no line was "not ok" (but for "# TODO"), 1 otherwise,
+# 2 on usage or set-up errors.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -117,7 +118,7 @@ build_initramfs() {
 	local tmp bb kind path name
 	tmp=$(mktemp -d "$cachedir/initramfs.XXXXXX")
 	# shellcheck disable=SC2064  # expand now: tmp is local
-	trap "rm -rf '$tmp'; trap - RETURN" RETURN
+	trap "rm -rf '$tmp' '$initramfs.tmp.$$'" EXIT
 	bb=$(command -v busybox || true)
 	[ -n "$bb" ] || die "busybox not found (apt-get install busybox-static)"
 	if ldd "$bb" >/dev/null 2>&1; then
@@ -149,6 +150,8 @@ build_initramfs() {
 	(cd "$tmp" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet) |
 		gzip -1 >"$initramfs.tmp.$$"
 	mv -f "$initramfs.tmp.$$" "$initramfs"
+	rm -rf "$tmp"
+	trap - EXIT
 }
 
 if [ ! -s "$initramfs" ] || [ "$HERE/init.sh" -nt "$initramfs" ] ||
@@ -259,21 +262,24 @@ trap 'exit 143' TERM HUP
 
 tap_name() { echo "tap-g$1-r$2"; }
 
-ip netns add "$ns"
+ip netns add "$ns" || die "cannot create network namespace $ns"
 ns_made=1
+# The host side of the rails is layer 2 only: no IPv6 chatter from it.
 ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
-	net.ipv6.conf.default.disable_ipv6=1 2>/dev/null || true
-ip -n "$ns" link set lo up
-for ((r = 0; r < rails; r++)); do
-	ip -n "$ns" link add "nzbr$r" type bridge stp_state 0 forward_delay 0 mcast_snooping 0
-	ip -n "$ns" link set "nzbr$r" up
-	for ((g = 0; g < nodes; g++)); do
-		tap=$(tap_name "$g" "$r")
-		ip -n "$ns" tuntap add dev "$tap" mode tap
-		ip -n "$ns" link set "$tap" master "nzbr$r"
-		ip -n "$ns" link set "$tap" up
+	net.ipv6.conf.default.disable_ipv6=1 >/dev/null 2>&1 || true
+{
+	echo "link set lo up"
+	for ((r = 0; r < rails; r++)); do
+		echo "link add nzbr$r type bridge stp_state 0 forward_delay 0 mcast_snooping 0"
+		echo "link set nzbr$r up"
+		for ((g = 0; g < nodes; g++)); do
+			tap=$(tap_name "$g" "$r")
+			echo "tuntap add dev $tap mode tap"
+			echo "link set $tap master nzbr$r"
+			echo "link set $tap up"
+		done
 	done
-done
+} | ip -n "$ns" -batch - || die "cannot set up the rails in $ns"
 
 # --- guests --------------------------------------------------------------------
 

@@ -1220,6 +1220,10 @@ static int t_avg_cases(int p, int q)
 		{ NZ_FLOAT32, 0x00000003, 0, 2, 0x00000002 },
 		{ NZ_FLOAT64, 0x0000000000000001ull, 0, 2, 0 },
 		{ NZ_FLOAT16, 0x3c00, 0, 1, 0x3c00 },
+		/* 41 x 1.0: exact, unlike 41 * fl(1/41) */
+		{ NZ_FLOAT32, 0x42200000, 0x3f800000, 41, 0x3f800000 },
+		{ NZ_FLOAT64, 0x4044000000000000ull, 0x3ff0000000000000ull,
+		  41, 0x3ff0000000000000ull },
 		/* binary32 division would double-round this one to 0x0556 */
 		{ NZ_FLOAT16, 0x3956, 0, 8195, 0x0555 },
 	};
