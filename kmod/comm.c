@@ -165,8 +165,10 @@ void nz_conn_detach(struct nz_conn *conn, int err)
 		conn->state = NZ_CONN_IDLE;
 	}
 	spin_unlock_bh(&p->lock);
-	if (err)
+	if (err) {
 		atomic64_inc(&conn->rail->stats.errors);
+		atomic64_inc(&conn->errors);
+	}
 	nz_conn_requeue_chunks(conn);
 	nz_conn_free_ctrl(conn);
 	wake_up_all(&p->comm->waitq);
@@ -268,6 +270,7 @@ static void nz_conn_shutdown(struct nz_conn *conn)
 	cancel_work_sync(&conn->fail_work);
 	mutex_lock(&conn->io_lock);
 	nz_conn_detach(conn, 0);
+	nz_sysfs_conn_del(conn);
 	mutex_unlock(&conn->io_lock);
 	nz_conn_drop_chunks(conn);
 	nz_conn_free_ctrl(conn);
@@ -431,6 +434,16 @@ static int nz_comm_publish(struct nz_comm *comm)
 	list_add_tail(&comm->node, &nz_comms);
 	mutex_unlock(&nz_comms_lock);
 
+	for (r = 0; r < comm->size; r++)
+		for (s = 0; comm->peers[r] && s < comm->nrails; s++) {
+			struct nz_conn *conn = &comm->peers[r]->conns[s];
+
+			mutex_lock(&conn->io_lock);
+			if (nz_sysfs_conn_add(conn))
+				pr_warn_ratelimited("no sysfs statistics for rank %u on rail %s\n",
+						    r, conn->rail->name);
+			mutex_unlock(&conn->io_lock);
+		}
 	nz_health_comm_start(comm);
 	for (r = 0; r < comm->size; r++)
 		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
@@ -583,17 +596,19 @@ void nz_comm_file_release(struct nz_file *f)
 
 /* ---- rails changing under communicators ------------------------------------ */
 
-static void nz_conn_close_for_rail(struct nz_conn *conn)
+static void nz_conn_close_for_rail(struct nz_conn *conn, bool removed)
 {
 	mutex_lock(&conn->io_lock);
 	nz_conn_detach(conn, 0);
+	if (removed)	/* before the rail's own directory goes */
+		nz_sysfs_conn_del(conn);
 	mutex_unlock(&conn->io_lock);
 }
 
 static void nz_conn_rail_update(struct nz_conn *conn)
 {
 	if (READ_ONCE(conn->rail->admin_down)) {
-		nz_conn_close_for_rail(conn);
+		nz_conn_close_for_rail(conn, false);
 		return;
 	}
 	if (conn->client && !conn->tp)
@@ -631,7 +646,8 @@ static void nz_rail_conns_update(struct nz_rail *rail, bool removed)
 				if (comm->rails[s] != rail)
 					continue;
 				else if (removed)
-					nz_conn_close_for_rail(&comm->peers[r]->conns[s]);
+					nz_conn_close_for_rail(&comm->peers[r]->conns[s],
+							       true);
 				else
 					nz_conn_rail_update(&comm->peers[r]->conns[s]);
 		nz_comm_put(comm);

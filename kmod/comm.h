@@ -130,6 +130,8 @@ struct nz_conn {
 	spinlock_t kick_lock;		/* tp_dead and queueing its work */
 	bool tp_dead;
 	atomic64_t bytes_tx, bytes_rx, chunks_tx, chunks_rx;
+	atomic64_t errors;		/* transport closed on an error */
+	struct kobject *kobj;		/* sysfs; under io_lock */
 };
 
 /* Tag sequence numbers of one (peer, tag). */
@@ -226,6 +228,10 @@ struct nz_tx_item {
 };
 int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it);
 void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it);
+
+/* sysfs.c */
+int nz_sysfs_conn_add(struct nz_conn *conn);
+void nz_sysfs_conn_del(struct nz_conn *conn);
 
 /* health.c: every timer of a communicator. */
 void nz_health_comm_start(struct nz_comm *comm);

@@ -9,6 +9,7 @@
 #include <linux/module.h>
 #include <linux/sysfs.h>
 #include "nezha.h"
+#include "comm.h"
 #include "rail.h"
 
 static struct class *nz_class;
@@ -228,4 +229,124 @@ void nz_sysfs_exit(void)
 {
 	device_unregister(nz_dev);
 	class_destroy(nz_class);
+}
+
+/*
+ * Per (peer, rail) statistics: one directory per connection of a
+ * communicator, under its rail's directory, named
+ * peer-<job id>-<local rank>-<peer rank>.  The directory lives as long as
+ * the connection object (the communicator), whatever its socket does.
+ */
+struct nz_conn_kobj {
+	struct kobject kobj;
+	struct nz_conn *conn;	/* valid until kobject_del() returns */
+};
+
+#define to_nz_conn(k) (container_of(k, struct nz_conn_kobj, kobj)->conn)
+
+#define NZ_CONN_ATTR_ATOMIC64(_name)					\
+static ssize_t nz_conn_##_name##_show(struct kobject *k,		\
+				      struct kobj_attribute *a, char *buf) \
+{									\
+	return sysfs_emit(buf, "%lld\n",				\
+			  atomic64_read(&to_nz_conn(k)->_name));	\
+}									\
+static struct kobj_attribute nz_conn_attr_##_name = __ATTR(_name, 0444, \
+	nz_conn_##_name##_show, NULL)
+
+NZ_CONN_ATTR_ATOMIC64(bytes_tx);
+NZ_CONN_ATTR_ATOMIC64(bytes_rx);
+NZ_CONN_ATTR_ATOMIC64(chunks_tx);
+NZ_CONN_ATTR_ATOMIC64(chunks_rx);
+
+static ssize_t nz_conn_state_show(struct kobject *k, struct kobj_attribute *a,
+				  char *buf)
+{
+	static const char *const names[] = {
+		[NZ_CONN_IDLE] = "idle",
+		[NZ_CONN_CONNECTING] = "connecting",
+		[NZ_CONN_UP] = "up",
+		[NZ_CONN_DEAD] = "dead",
+	};
+
+	return sysfs_emit(buf, "%s\n", names[READ_ONCE(to_nz_conn(k)->state)]);
+}
+
+static struct kobj_attribute nz_conn_attr_state = __ATTR(state, 0444,
+	nz_conn_state_show, NULL);
+
+static ssize_t nz_conn_inflight_bytes_show(struct kobject *k,
+					   struct kobj_attribute *a, char *buf)
+{
+	return sysfs_emit(buf, "%llu\n",
+			  READ_ONCE(to_nz_conn(k)->inflight_bytes));
+}
+
+static struct kobj_attribute nz_conn_attr_inflight_bytes =
+	__ATTR(inflight_bytes, 0444, nz_conn_inflight_bytes_show, NULL);
+
+static ssize_t nz_conn_errors_show(struct kobject *k, struct kobj_attribute *a,
+				   char *buf)
+{
+	return sysfs_emit(buf, "%lld\n", atomic64_read(&to_nz_conn(k)->errors));
+}
+
+static struct kobj_attribute nz_conn_attr_errors = __ATTR(errors, 0444,
+	nz_conn_errors_show, NULL);
+
+static struct attribute *nz_conn_attrs[] = {
+	&nz_conn_attr_bytes_tx.attr,
+	&nz_conn_attr_bytes_rx.attr,
+	&nz_conn_attr_chunks_tx.attr,
+	&nz_conn_attr_chunks_rx.attr,
+	&nz_conn_attr_state.attr,
+	&nz_conn_attr_inflight_bytes.attr,
+	&nz_conn_attr_errors.attr,
+	NULL,
+};
+ATTRIBUTE_GROUPS(nz_conn);
+
+static void nz_conn_kobj_release(struct kobject *kobj)
+{
+	kfree(container_of(kobj, struct nz_conn_kobj, kobj));
+}
+
+static const struct kobj_type nz_conn_ktype = {
+	.release = nz_conn_kobj_release,
+	.sysfs_ops = &kobj_sysfs_ops,
+	.default_groups = nz_conn_groups,
+};
+
+int nz_sysfs_conn_add(struct nz_conn *conn)
+{
+	struct nz_comm *comm = conn->peer->comm;
+	struct nz_conn_kobj *ck;
+	int ret;
+
+	if (!conn->rail->sysdev)
+		return 0;
+	ck = kzalloc(sizeof(*ck), GFP_KERNEL);
+	if (!ck)
+		return -ENOMEM;
+	ck->conn = conn;
+	ret = kobject_init_and_add(&ck->kobj, &nz_conn_ktype,
+				   &conn->rail->sysdev->kobj,
+				   "peer-%016llx-%u-%u", comm->job_id,
+				   comm->rank, conn->peer->rank);
+	if (ret) {
+		kobject_put(&ck->kobj);
+		return ret;
+	}
+	conn->kobj = &ck->kobj;
+	return 0;
+}
+
+/* After this returns no attribute of conn is being read or can be. */
+void nz_sysfs_conn_del(struct nz_conn *conn)
+{
+	if (!conn->kobj)
+		return;
+	kobject_del(conn->kobj);
+	kobject_put(conn->kobj);
+	conn->kobj = NULL;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <glob.h>
 #include "nezha.h"
 #include "tap.h"
 
@@ -275,6 +276,11 @@ static void test_split(struct nz_comm *c)
 		delta[s] = rail_bytes(nz_comm_rail_name(c, s), what) - before[s];
 		sum += delta[s];
 	}
+	/* ... and after the last, before the next test's bytes move. */
+	if (rank == 1)
+		nz_send(c, &go, 1, peer, 557);
+	else
+		nz_recv(c, &go, 1, peer, 557, &got);
 	for (s = 0; s < n && s < 8; s++) {
 		tap_diag("rail %s carried %.1f%% (%lld bytes)",
 			 nz_comm_rail_name(c, s), sum ? 100.0 * delta[s] / sum : 0,
@@ -318,6 +324,37 @@ static int stream(struct nz_comm *c, int seconds)
 	return ret ? 3 : 0;
 }
 
+/* /sys/class/nezha/rail-R/peer-JOB-RANK-PEER/: state up, bytes moved. */
+static void test_peer_sysfs(struct nz_comm *c)
+{
+	int s, good = 0, n = nz_comm_nrails(c);
+	char pat[256], path[300], line[64];
+	glob_t g;
+	FILE *f;
+
+	for (s = 0; s < n; s++) {
+		snprintf(pat, sizeof(pat), "/sys/class/nezha/rail-%s/peer-*-%d-%d",
+			 nz_comm_rail_name(c, s), rank, peer);
+		if (glob(pat, 0, NULL, &g) || g.gl_pathc != 1)
+			continue;
+		snprintf(path, sizeof(path), "%s/state", g.gl_pathv[0]);
+		f = fopen(path, "r");
+		if (f && fgets(line, sizeof(line), f) && !strcmp(line, "up\n")) {
+			fclose(f);
+			snprintf(path, sizeof(path), "%s/%s", g.gl_pathv[0],
+				 rank == 0 ? "bytes_tx" : "bytes_rx");
+			f = fopen(path, "r");
+			if (f && fgets(line, sizeof(line), f) && atoll(line) > 0)
+				good++;
+		}
+		if (f)
+			fclose(f);
+		globfree(&g);
+	}
+	tap_ok(good == n, "per (peer, rail) sysfs: %d of %d rails up with traffic",
+	       good, n);
+}
+
 int main(int argc, char **argv)
 {
 	struct nz_comm *c;
@@ -350,6 +387,7 @@ int main(int argc, char **argv)
 	test_inflight(c, true);
 	test_fixed(c);
 	test_split(c);
+	test_peer_sysfs(c);
 	test_random(c, 40, 2024);
 	test_big(c);
 	nz_comm_destroy(c);
