@@ -51,7 +51,8 @@ GUEST_SRCS := $(wildcard selftests/guest/*.c)
 GUEST_BINS := $(GUEST_SRCS:selftests/guest/%.c=$(B)/guest/%)
 
 .PHONY: all module lib tools tests check check-quick demo setup install \
-	lint checkpatch sparse clean bench-nop bench-p2p
+	lint checkpatch sparse clean bench-nop bench-p2p bench-coll bench-failover \
+	bench-rdma
 
 all: module lib tools tests
 
@@ -95,6 +96,9 @@ tests: $(UNIT_BINS) $(GUEST_BINS)
 
 -include selftests/unit/deps.mk
 GUEST_DEPS_nz_hostile := kmod/wire.c
+# The collective tests share their reference (a header).
+$(B)/unit/test_coll $(B)/guest/nz_coll: selftests/unit/test_coll_ref.h
+GUEST_DEPS_nz_rdma_hostile := kmod/wire.c -lrdmacm -libverbs
 
 $(B)/unit/%: selftests/unit/%.c $(LIB_A) $(wildcard kmod/*.h kmod/*.c selftests/*.h)
 	@mkdir -p $(@D)
@@ -119,8 +123,20 @@ bench-nop: all
 	selftests/qemu/vm.sh -n 1 -r 1 -t 600 selftests/guest/bench_nop.sh
 
 # Nezha p2p vs single rails, parallel iperf3 and MPTCP, in 2 guests.
+bench-failover: all
+	scripts/bench-failover.sh
+
 bench-p2p: all
 	scripts/bench-p2p.sh
+
+# Nezha allreduce vs Gloo (torch.distributed) on the same 2 guests and
+# rails; installs python3-torch first (scripts/setup-bench.sh).
+bench-coll: all
+	scripts/bench-coll.sh
+
+# Nezha over a TCP rail and an RDMA rail (Soft-RoCE) vs each alone, 2 guests.
+bench-rdma: all
+	scripts/bench-rdma.sh
 
 # Style and static checks of the kernel code (also run by `make check`).
 lint: checkpatch sparse
@@ -130,7 +146,11 @@ sparse:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 C=2 modules
 
 install: all
-	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR) modules_install
+	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR) \
+		$(if $(wildcard $(KDIR)/certs/signing_key.pem),,CONFIG_MODULE_SIG_ALL=) modules_install
+	@# Debian's headers have no System.map, so kbuild skips depmod: without
+	@# this, `modprobe nezha` says "Module nezha not found".
+	[ -n "$(DESTDIR)" ] || depmod -a $(KVER)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/nezha/linux $(DESTDIR)$(BINDIR)
 	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf libnezha.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnezha.so.$(SOMAJOR)

@@ -125,6 +125,7 @@ int nz_conn_attach(struct nz_conn *conn, void *tp)
 	}
 	conn->state = NZ_CONN_UP;
 	p->conns_up++;
+	p->down_since = 0;
 	spin_unlock_bh(&p->lock);
 
 	spin_lock_bh(&conn->kick_lock);
@@ -133,6 +134,7 @@ int nz_conn_attach(struct nz_conn *conn, void *tp)
 	spin_unlock_bh(&conn->kick_lock);
 	atomic_inc(&conn->rail->stats.conns);
 	nz_health_conn_up(conn);
+	nz_health_event(conn, NZ_EV_CONN_UP, 0, 0);
 	wake_up_all(&p->comm->waitq);
 	nz_peer_kick_all(p);
 	return 0;
@@ -142,10 +144,14 @@ int nz_conn_attach(struct nz_conn *conn, void *tp)
  * Close the connection's transport state.  Its unacknowledged chunks go
  * back to the peer for the surviving connections; its pending control
  * frames are dropped (the other side resends what it did not see acked).
+ * err is 0 for an orderly close, else why the path was lost: that is a
+ * failover, counted, announced and traced.
  */
 void nz_conn_detach(struct nz_conn *conn, int err)
 {
+	struct nz_rail_stats *st = &conn->rail->stats;
 	struct nz_peer *p = conn->peer;
+	u32 resent;
 
 	lockdep_assert_held(&conn->io_lock);
 	if (!conn->tp)
@@ -161,16 +167,26 @@ void nz_conn_detach(struct nz_conn *conn, int err)
 	spin_lock_bh(&p->lock);
 	if (conn->state == NZ_CONN_UP) {
 		p->conns_up--;
-		atomic_dec(&conn->rail->stats.conns);
+		atomic_dec(&st->conns);
 		conn->state = NZ_CONN_IDLE;
 	}
+	if (!p->conns_up && !p->down_since)
+		p->down_since = jiffies;
 	spin_unlock_bh(&p->lock);
-	if (err) {
-		atomic64_inc(&conn->rail->stats.errors);
-		atomic64_inc(&conn->errors);
-	}
-	nz_conn_requeue_chunks(conn);
+	resent = nz_conn_requeue_chunks(conn);
 	nz_conn_free_ctrl(conn);
+	if (err && !READ_ONCE(p->comm->dead)) {
+		if (err != -ENETDOWN && err != -ENODEV) {
+			atomic64_inc(&st->errors);
+			atomic64_inc(&conn->errors);
+		}
+		atomic64_inc(&st->failovers);
+		atomic64_add(resent, &st->resent);
+		atomic64_set(&st->last_failover_ms, nz_health_now_ms());
+		pr_info("rail %s: path to rank %u lost (%d), %u chunks rerouted\n",
+			conn->rail->name, p->rank, err, resent);
+	}
+	nz_health_event(conn, NZ_EV_CONN_DOWN, err, resent);
 	wake_up_all(&p->comm->waitq);
 	nz_peer_kick_all(p);
 }
@@ -188,18 +204,25 @@ static void nz_conn_fail_work(struct work_struct *work)
 	if (tp && conn->tp == tp) {
 		if (conn->fail_err == -ESHUTDOWN) {
 			/*
-			 * The peer left the job: no error, no reconnect, and
-			 * what was pending with it cannot finish any more.
+			 * The peer is leaving the job: no error, no reconnect.
+			 * It closes every rail; frames sent before a rail's
+			 * CLOSE arrive before it, but the CLOSE of one rail may
+			 * overtake an ACK on another.  So the peer has left --
+			 * and what is pending with it cannot finish -- only
+			 * once no connection to it is up any more.
 			 */
+			struct nz_peer *p = conn->peer;
+			bool gone;
+
 			nz_conn_detach(conn, 0);
-			spin_lock_bh(&conn->peer->lock);
-			conn->peer->left = true;
-			spin_unlock_bh(&conn->peer->lock);
-			nz_peer_fail_all(conn->peer, -ECONNRESET);
+			spin_lock_bh(&p->lock);
+			gone = !p->conns_up;
+			if (gone)
+				p->left = true;
+			spin_unlock_bh(&p->lock);
+			if (gone)
+				nz_peer_fail_all(p, -ECONNRESET);
 		} else {
-			pr_info("rail %s: connection to rank %u lost (%d)\n",
-				conn->rail->name, conn->peer->rank,
-				conn->fail_err);
 			nz_conn_detach(conn, conn->fail_err);
 			if (conn->client)
 				nz_health_conn_retry(conn);
@@ -231,7 +254,7 @@ static void nz_conn_connect_work(struct work_struct *work)
 					    struct nz_conn, connect_work);
 	int ret;
 
-	if (conn->state == NZ_CONN_DEAD || conn->tp)
+	if (conn->state == NZ_CONN_DEAD || conn->tp || READ_ONCE(conn->peer->left))
 		return;
 	if (!nz_rail_usable(conn->rail)) {
 		if (!READ_ONCE(conn->rail->dead))
@@ -267,11 +290,12 @@ static void nz_conn_shutdown(struct nz_conn *conn)
 	conn->state = NZ_CONN_DEAD;
 	spin_unlock_bh(&conn->peer->lock);
 	cancel_delayed_work_sync(&conn->connect_work);
-	cancel_work_sync(&conn->fail_work);
 	mutex_lock(&conn->io_lock);
 	nz_conn_detach(conn, 0);
 	nz_sysfs_conn_del(conn);
 	mutex_unlock(&conn->io_lock);
+	/* Only now can no transport work queue a failure any more. */
+	cancel_work_sync(&conn->fail_work);
 	nz_conn_drop_chunks(conn);
 	nz_conn_free_ctrl(conn);
 }
@@ -314,8 +338,6 @@ static int nz_comm_get_rails(struct nz_comm *comm,
 		for (t = 0; t < s; t++)
 			if (comm->rails[t] == comm->rails[s])
 				return -EINVAL;
-		if (comm->rails[s]->proto != NZ_PROTO_TCP)
-			return -EPROTONOSUPPORT;
 	}
 	return 0;
 }
@@ -357,6 +379,8 @@ static int nz_comm_alloc_peers(struct nz_comm *comm)
 		p->rank = r;
 		spin_lock_init(&p->lock);
 		p->next_msg_id = 1;
+		p->down_since = jiffies;
+		p->last_progress = jiffies;
 		INIT_LIST_HEAD(&p->tx_msgs);
 		INIT_LIST_HEAD(&p->resend);
 		INIT_LIST_HEAD(&p->rx_msgs);
@@ -596,19 +620,28 @@ void nz_comm_file_release(struct nz_file *f)
 
 /* ---- rails changing under communicators ------------------------------------ */
 
-static void nz_conn_close_for_rail(struct nz_conn *conn, bool removed)
+enum nz_rail_change { NZ_RAIL_REMOVED, NZ_RAIL_CHANGED, NZ_RAIL_LINK_DOWN };
+
+static void nz_conn_close_for_rail(struct nz_conn *conn, int err,
+				   bool removed)
 {
 	mutex_lock(&conn->io_lock);
-	nz_conn_detach(conn, 0);
+	nz_conn_detach(conn, err);
 	if (removed)	/* before the rail's own directory goes */
 		nz_sysfs_conn_del(conn);
+	else if (conn->client)
+		nz_health_conn_retry(conn);
 	mutex_unlock(&conn->io_lock);
 }
 
-static void nz_conn_rail_update(struct nz_conn *conn)
+static void nz_conn_rail_update(struct nz_conn *conn, enum nz_rail_change how)
 {
-	if (READ_ONCE(conn->rail->admin_down)) {
-		nz_conn_close_for_rail(conn, false);
+	if (how == NZ_RAIL_REMOVED) {
+		nz_conn_close_for_rail(conn, -ENODEV, true);
+		return;
+	}
+	if (how == NZ_RAIL_LINK_DOWN || READ_ONCE(conn->rail->admin_down)) {
+		nz_conn_close_for_rail(conn, -ENETDOWN, false);
 		return;
 	}
 	if (conn->client && !conn->tp)
@@ -617,10 +650,10 @@ static void nz_conn_rail_update(struct nz_conn *conn)
 }
 
 /*
- * Update every connection that uses rail (close them all when the rail is
- * removed), outside nz_comms_lock since closing sleeps.
+ * Update every connection that uses rail, outside nz_comms_lock since
+ * closing sleeps.
  */
-static void nz_rail_conns_update(struct nz_rail *rail, bool removed)
+static void nz_rail_conns_update(struct nz_rail *rail, enum nz_rail_change how)
 {
 	struct nz_comm **comms;
 	struct nz_comm *comm;
@@ -643,13 +676,9 @@ static void nz_rail_conns_update(struct nz_rail *rail, bool removed)
 		comm = comms[i];
 		for (r = 0; r < comm->size; r++)
 			for (s = 0; comm->peers[r] && s < comm->nrails; s++)
-				if (comm->rails[s] != rail)
-					continue;
-				else if (removed)
-					nz_conn_close_for_rail(&comm->peers[r]->conns[s],
-							       true);
-				else
-					nz_conn_rail_update(&comm->peers[r]->conns[s]);
+				if (comm->rails[s] == rail)
+					nz_conn_rail_update(&comm->peers[r]->conns[s],
+							    how);
 		nz_comm_put(comm);
 	}
 	kfree(comms);
@@ -657,10 +686,65 @@ static void nz_rail_conns_update(struct nz_rail *rail, bool removed)
 
 void nz_comm_rail_removed(struct nz_rail *rail)
 {
-	nz_rail_conns_update(rail, true);
+	nz_rail_conns_update(rail, NZ_RAIL_REMOVED);
 }
 
 void nz_comm_rail_changed(struct nz_rail *rail)
 {
-	nz_rail_conns_update(rail, false);
+	nz_rail_conns_update(rail, NZ_RAIL_CHANGED);
+}
+
+/* health.c: the rail's netdev lost or regained its link. */
+void nz_comm_rail_link(struct nz_rail *rail, bool up)
+{
+	nz_rail_conns_update(rail, up ? NZ_RAIL_CHANGED : NZ_RAIL_LINK_DOWN);
+}
+
+/* health.c, every heartbeat period, for each connection. */
+void nz_conn_heartbeat(struct nz_conn *conn, unsigned long dead_after)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_ctrl *c;
+	void *tp = NULL;
+
+	if (READ_ONCE(conn->state) != NZ_CONN_UP)
+		return;
+	/* We stopped reading on purpose: the path is not silent. */
+	if (READ_ONCE(conn->rx_blocked))
+		WRITE_ONCE(conn->last_rx, jiffies);
+	if (time_after(jiffies, READ_ONCE(conn->last_rx) + dead_after)) {
+		/* Silent for hb_misses periods: a blackhole. */
+		spin_lock_bh(&conn->kick_lock);
+		if (!conn->tp_dead)
+			tp = conn->tp;
+		spin_unlock_bh(&conn->kick_lock);
+		if (tp)
+			nz_conn_fail(conn, tp, -ETIMEDOUT);
+		return;
+	}
+	/* Up and quiet for a while: forget past backoff. */
+	if (conn->backoff_ms && time_after(jiffies, conn->up_since + 10 * HZ))
+		conn->backoff_ms = 0;
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return;
+	nz_frame_init(&c->f, NZ_FRAME_HEARTBEAT);
+	c->f.hb.ts_ns = ktime_get_ns();
+	spin_lock_bh(&p->lock);
+	if (conn->state == NZ_CONN_UP && conn->nctrl < 64) {
+		list_add_tail(&c->node, &conn->ctrl);
+		conn->nctrl++;
+		c = NULL;
+	}
+	spin_unlock_bh(&p->lock);
+	kfree(c);
+	nz_conn_kick(conn);
+}
+
+/* health.c: no connection to p for the grace period. */
+void nz_peer_no_rail(struct nz_peer *p)
+{
+	pr_warn_ratelimited("no rail left to rank %u: failing its transfers\n",
+			    p->rank);
+	nz_peer_fail_pending(p, -ENETDOWN);
 }

@@ -26,6 +26,7 @@
 #include <linux/mutex.h>
 #include <linux/uio.h>
 #include <linux/wait.h>
+#include <uapi/linux/nezha_netlink.h>
 #include "nezha.h"
 #include "rail.h"
 #include "wire.h"
@@ -52,6 +53,7 @@ struct nz_xreq {
 	struct nz_req base;		/* chardev's pending-command record */
 	struct task_struct *task;	/* submitter, for PF_EXITING */
 	unsigned long deadline;		/* jiffies */
+	unsigned long timeout;		/* jiffies without progress allowed */
 };
 
 enum nz_msg_dir { NZ_MSG_TX, NZ_MSG_RX };
@@ -132,6 +134,9 @@ struct nz_conn {
 	atomic64_t bytes_tx, bytes_rx, chunks_tx, chunks_rx;
 	atomic64_t errors;		/* transport closed on an error */
 	struct kobject *kobj;		/* sysfs; under io_lock */
+	unsigned long last_rx;		/* jiffies of the last bytes received */
+	bool rx_blocked;		/* transport holds back (budget full) */
+	unsigned long up_since;		/* jiffies it came up */
 };
 
 /* Tag sequence numbers of one (peer, tag). */
@@ -151,6 +156,8 @@ struct nz_peer {
 	struct nz_conn conns[NZ_MAX_RAILS];
 	u32 conns_up;
 	bool left;			/* closed the job in order */
+	unsigned long down_since;	/* jiffies since no conn is up; 0 up */
+	unsigned long last_progress;	/* jiffies of the last ACK or new data */
 	struct hlist_head tags[1 << NZ_TAG_HASH_BITS];
 	/* tx */
 	u64 next_msg_id;
@@ -181,6 +188,26 @@ struct nz_comm {
 	bool dead;
 	wait_queue_head_t waitq;	/* connection count changes */
 	struct delayed_work scan_work;	/* health.c: timeouts */
+	struct delayed_work hb_work;	/* health.c: heartbeats */
+};
+
+/* Health parameters (nezhactl health), read with READ_ONCE. */
+struct nz_health_cfg {
+	u32 hb_interval_ms;
+	u32 hb_misses;
+	u32 grace_ms;
+};
+
+extern struct nz_health_cfg nz_health;
+
+/* A path event, for the netlink multicast group and the tracepoint. */
+struct nz_event {
+	u32 type;			/* enum nz_event_type */
+	struct nz_rail *rail;
+	u64 job;
+	u32 rank, peer;
+	int err;
+	u32 resent;
 };
 
 /* comm.c */
@@ -239,11 +266,26 @@ void nz_health_comm_stop(struct nz_comm *comm);
 void nz_health_conn_retry(struct nz_conn *conn);
 void nz_health_conn_connect_in(struct nz_conn *conn, unsigned int ms);
 void nz_health_conn_up(struct nz_conn *conn);
+void nz_health_event(struct nz_conn *conn, u32 type, int err, u32 resent);
+int nz_health_set(const u32 *interval_ms, const u32 *misses,
+		  const u32 *grace_ms);
+int nz_health_init(void);
+void nz_health_exit(void);
+u64 nz_health_now_ms(void);
+
+/* comm.c, for health.c */
+void nz_conn_heartbeat(struct nz_conn *conn, unsigned long dead_after);
+void nz_peer_no_rail(struct nz_peer *p);
+void nz_comm_rail_link(struct nz_rail *rail, bool up);
+
+/* netlink.c */
+void nz_netlink_event(const struct nz_event *ev);
 
 /* msg.c */
 void nz_peer_fail_all(struct nz_peer *p, s32 err);
 void nz_peer_scan(struct nz_peer *p);
-void nz_conn_requeue_chunks(struct nz_conn *conn);
+u32 nz_conn_requeue_chunks(struct nz_conn *conn);
+void nz_peer_fail_pending(struct nz_peer *p, s32 err);
 void nz_conn_drop_chunks(struct nz_conn *conn);
 void nz_conn_free_ctrl(struct nz_conn *conn);
 void nz_peer_free_tags(struct nz_peer *p);

@@ -1,38 +1,127 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Every timer of Nezha lives here.  The rest of the code reports events
- * (a connection came up, a connection failed); this file decides when
- * something happens next.
+ * Every timer of Nezha lives here, and every decision that a (peer, rail)
+ * path is up or down.  The rest of the code reports events (a frame
+ * arrived, a socket failed, a link went down); this file decides.
  *
- *  - comm->scan_work, every NZ_SCAN_MS while the communicator lives:
- *    fails commands whose deadline passed (-ETIMEDOUT) or whose submitting
- *    task is exiting (-ECANCELED; Linux 6.1 cannot cancel a uring command,
- *    so an exiting task waits for us).
- *  - conn->connect_work, client side only: (re)connect after a failure,
- *    with exponential backoff from NZ_BACKOFF_MIN_MS to NZ_BACKOFF_MAX_MS
- *    and +-25% jitter so that a whole job does not reconnect in lockstep.
+ * Timers:
+ *  - comm->hb_work, every hb_interval_ms: each connection that is up sends
+ *    a HEARTBEAT; one that has received nothing at all (data, ACK or
+ *    heartbeat) for hb_misses periods is declared dead.  This is what
+ *    catches a silent blackhole: packets dropped, link still up.
+ *  - comm->scan_work, every NZ_SCAN_MS: fails commands whose deadline
+ *    passed (-ETIMEDOUT), whose submitting task is exiting (-ECANCELED:
+ *    Linux 6.1 cannot cancel a uring command, so an exiting task waits for
+ *    us), or whose peer has had no connection for grace_ms (-ENETDOWN).
+ *  - conn->connect_work, client side: (re)connect after a failure, with
+ *    exponential backoff from NZ_BACKOFF_MIN_MS to NZ_BACKOFF_MAX_MS and
+ *    +-25% jitter so that a job does not reconnect in lockstep.  A path
+ *    that keeps failing backs off further each time: flapping does not
+ *    thrash.
  *
- * A timer is never armed on a dying object: comm->dead and NZ_CONN_DEAD are
- * checked before re-arming, and teardown cancels synchronously after
- * setting them.
+ * Events without a timer: a netdev going down, losing its carrier or
+ * disappearing fails every connection of its rails at once; coming back
+ * triggers an immediate reconnect.
+ *
+ * A timer is never armed on a dying object: comm->dead and NZ_CONN_DEAD
+ * are checked (under the lock teardown sets them with) before re-arming,
+ * and teardown cancels synchronously after setting them.
  */
 #include <linux/module.h>
+#include <linux/netdevice.h>
 #include <linux/random.h>
+#include <linux/timekeeping.h>
 #include "comm.h"
+
+#define CREATE_TRACE_POINTS
+#include "trace.h"
 
 #define NZ_SCAN_MS		50
 #define NZ_BACKOFF_MIN_MS	50
 #define NZ_BACKOFF_MAX_MS	2000
 
+struct nz_health_cfg nz_health = {
+	.hb_interval_ms = 10,
+	.hb_misses = 5,
+	.grace_ms = 5000,
+};
+
+int nz_health_set(const u32 *interval_ms, const u32 *misses,
+		  const u32 *grace_ms)
+{
+	if ((interval_ms && (*interval_ms < 1 || *interval_ms > 10000)) ||
+	    (misses && (*misses < 2 || *misses > 100)) ||
+	    (grace_ms && *grace_ms > 3600000))
+		return -ERANGE;
+	if (interval_ms)
+		WRITE_ONCE(nz_health.hb_interval_ms, *interval_ms);
+	if (misses)
+		WRITE_ONCE(nz_health.hb_misses, *misses);
+	if (grace_ms)
+		WRITE_ONCE(nz_health.grace_ms, *grace_ms);
+	return 0;
+}
+
+/* ---- events ---------------------------------------------------------------- */
+
+void nz_health_event(struct nz_conn *conn, u32 type, int err, u32 resent)
+{
+	struct nz_comm *comm = conn->peer->comm;
+	struct nz_event ev = {
+		.type = type,
+		.rail = conn->rail,
+		.job = comm->job_id,
+		.rank = comm->rank,
+		.peer = conn->peer->rank,
+		.err = err,
+		.resent = resent,
+	};
+
+	trace_nezha_conn_state(conn->rail->name, comm->job_id, comm->rank,
+			       conn->peer->rank, type, err, resent);
+	nz_netlink_event(&ev);
+}
+
+/* ---- heartbeats ------------------------------------------------------------ */
+
+static void nz_expired_heartbeat(struct work_struct *work)
+{
+	struct nz_comm *comm = container_of(to_delayed_work(work),
+					    struct nz_comm, hb_work);
+	unsigned int ms = READ_ONCE(nz_health.hb_interval_ms);
+	unsigned long dead_after;
+	u32 r, s;
+
+	dead_after = msecs_to_jiffies(ms * READ_ONCE(nz_health.hb_misses));
+	for (r = 0; r < comm->size; r++)
+		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
+			nz_conn_heartbeat(&comm->peers[r]->conns[s],
+					  dead_after);
+	if (!READ_ONCE(comm->dead))
+		queue_delayed_work(nz_wq, &comm->hb_work,
+				   msecs_to_jiffies(ms));
+}
+
+/* ---- command deadlines and the no-rail grace ------------------------------- */
+
 static void nz_expired_scan(struct work_struct *work)
 {
 	struct nz_comm *comm = container_of(to_delayed_work(work),
 					    struct nz_comm, scan_work);
+	unsigned long grace = msecs_to_jiffies(READ_ONCE(nz_health.grace_ms));
+	struct nz_peer *p;
+	unsigned long since;
 	u32 r;
 
-	for (r = 0; r < comm->size; r++)
-		if (comm->peers[r])
-			nz_peer_scan(comm->peers[r]);
+	for (r = 0; r < comm->size; r++) {
+		p = comm->peers[r];
+		if (!p)
+			continue;
+		nz_peer_scan(p);
+		since = READ_ONCE(p->down_since);
+		if (since && time_after(jiffies, since + grace))
+			nz_peer_no_rail(p);
+	}
 	if (!READ_ONCE(comm->dead))
 		queue_delayed_work(nz_wq, &comm->scan_work,
 				   msecs_to_jiffies(NZ_SCAN_MS));
@@ -41,15 +130,21 @@ static void nz_expired_scan(struct work_struct *work)
 void nz_health_comm_start(struct nz_comm *comm)
 {
 	INIT_DELAYED_WORK(&comm->scan_work, nz_expired_scan);
+	INIT_DELAYED_WORK(&comm->hb_work, nz_expired_heartbeat);
 	queue_delayed_work(nz_wq, &comm->scan_work,
 			   msecs_to_jiffies(NZ_SCAN_MS));
+	queue_delayed_work(nz_wq, &comm->hb_work,
+			   msecs_to_jiffies(READ_ONCE(nz_health.hb_interval_ms)));
 }
 
-/* comm->dead is set: the scan does not re-arm itself after this. */
+/* comm->dead is set: neither timer re-arms itself after this. */
 void nz_health_comm_stop(struct nz_comm *comm)
 {
+	cancel_delayed_work_sync(&comm->hb_work);
 	cancel_delayed_work_sync(&comm->scan_work);
 }
+
+/* ---- reconnects -------------------------------------------------------------- */
 
 /* Arm the connect timer unless the connection is being torn down. */
 void nz_health_conn_connect_in(struct nz_conn *conn, unsigned int ms)
@@ -71,7 +166,98 @@ void nz_health_conn_retry(struct nz_conn *conn)
 	nz_health_conn_connect_in(conn, ms);
 }
 
+/*
+ * A connection came up.  Its backoff is forgotten only once it has stayed
+ * up for a while (see nz_conn_heartbeat()), so a path that flaps keeps
+ * backing off instead of reconnecting at full speed every time.
+ */
 void nz_health_conn_up(struct nz_conn *conn)
 {
-	conn->backoff_ms = 0;
+	WRITE_ONCE(conn->last_rx, jiffies);
+	conn->up_since = jiffies;
+}
+
+/* ---- link events -------------------------------------------------------------- */
+
+struct nz_link_event {
+	struct work_struct work;
+	struct nz_rail *rail;		/* holds a reference */
+	bool up;
+};
+
+static void nz_link_event_work(struct work_struct *work)
+{
+	struct nz_link_event *ev = container_of(work, struct nz_link_event,
+						work);
+
+	nz_comm_rail_link(ev->rail, ev->up);
+	nz_rail_put(ev->rail);
+	kfree(ev);
+}
+
+struct nz_link_match {
+	struct net_device *dev;
+	bool up;
+};
+
+static int nz_link_match_rail(struct nz_rail *rail, void *arg)
+{
+	struct nz_link_match *m = arg;
+	struct nz_link_event *ev;
+
+	if (rail->ifindex != m->dev->ifindex || rail->net != dev_net(m->dev))
+		return 0;
+	ev = kzalloc(sizeof(*ev), GFP_KERNEL);
+	if (!ev)
+		return 0;
+	kref_get(&rail->ref);
+	ev->rail = rail;
+	ev->up = m->up;
+	INIT_WORK(&ev->work, nz_link_event_work);
+	queue_work(nz_wq, &ev->work);
+	return 0;
+}
+
+static int nz_netdev_event(struct notifier_block *nb, unsigned long event,
+			   void *ptr)
+{
+	struct nz_link_match m = { .dev = netdev_notifier_info_to_dev(ptr) };
+
+	switch (event) {
+	case NETDEV_GOING_DOWN:
+	case NETDEV_DOWN:
+	case NETDEV_UNREGISTER:
+		m.up = false;
+		break;
+	case NETDEV_CHANGE:
+		m.up = netif_running(m.dev) && netif_carrier_ok(m.dev);
+		break;
+	case NETDEV_UP:
+		m.up = netif_carrier_ok(m.dev);
+		break;
+	default:
+		return NOTIFY_DONE;
+	}
+	/* Under RTNL: only queue work, the closing happens there. */
+	nz_rail_for_each(nz_link_match_rail, &m, 0);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block nz_netdev_nb = {
+	.notifier_call = nz_netdev_event,
+};
+
+int nz_health_init(void)
+{
+	return register_netdevice_notifier(&nz_netdev_nb);
+}
+
+void nz_health_exit(void)
+{
+	unregister_netdevice_notifier(&nz_netdev_nb);
+}
+
+u64 nz_health_now_ms(void)
+{
+	return div_u64(ktime_get_boottime_ns(), NSEC_PER_MSEC);
 }

@@ -32,6 +32,9 @@ static int __init nz_init(void)
 	ret = nz_netlink_init();
 	if (ret)
 		goto out_rails;
+	ret = nz_health_init();
+	if (ret)
+		goto out_netlink_only;
 	/* Last: once /dev/nezha exists, commands can arrive. */
 	ret = nz_chardev_init();
 	if (ret)
@@ -40,6 +43,8 @@ static int __init nz_init(void)
 	return 0;
 
 out_netlink:
+	nz_health_exit();
+out_netlink_only:
 	nz_netlink_exit();
 out_rails:
 	nz_rails_exit();
@@ -64,6 +69,7 @@ out_msg:
 static void __exit nz_exit(void)
 {
 	nz_chardev_exit();
+	nz_health_exit();
 	nz_netlink_exit();
 	nz_rails_exit();
 	nz_sysfs_exit();

@@ -230,8 +230,8 @@ static struct nz_xreq *nz_xreq_alloc(struct nz_file *f,
 		return NULL;
 	nz_req_init(&x->base, f, cmd);
 	x->task = current;
-	x->deadline = jiffies +
-		msecs_to_jiffies(timeout_ms ? timeout_ms : comm->timeout_ms);
+	x->timeout = msecs_to_jiffies(timeout_ms ? timeout_ms : comm->timeout_ms);
+	x->deadline = jiffies + x->timeout;
 	return x;
 }
 
@@ -399,10 +399,9 @@ int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 		goto out_free;
 
 	spin_lock_bh(&p->lock);
-	if (comm->dead || p->left) {
+	if (comm->dead) {
 		spin_unlock_bh(&p->lock);
-		nz_req_complete(&xr->base, comm->dead ? -ECANCELED : -ECONNRESET,
-				0);
+		nz_req_complete(&xr->base, -ECANCELED, 0);
 		xr = NULL;
 		ret = 0;
 		goto out_free;
@@ -410,6 +409,14 @@ int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 	t = nz_tagseq_get(p, x->tag, &spare);
 	m->tag_seq = t->rx_next++;
 	u = nz_find_unclaimed(p, m->tag, m->tag_seq);
+	if (!u && p->left) {
+		/* Nothing more will come from a peer that left. */
+		spin_unlock_bh(&p->lock);
+		nz_req_complete(&xr->base, -ECONNRESET, 0);
+		xr = NULL;
+		ret = 0;
+		goto out_free;
+	}
 	if (!u) {
 		m->xreq = xr;
 		list_add_tail(&m->node, &p->posted);
@@ -658,6 +665,7 @@ int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
 			ret = nz_reasm_add(&m->reasm, d->f.data.offset,
 					   d->f.len);
 		if (ret == NZ_REASM_NEW) {
+			p->last_progress = jiffies;
 			atomic64_add(d->f.len, &conn->bytes_rx);
 			atomic64_inc(&conn->chunks_rx);
 			atomic64_add(d->f.len, &conn->rail->stats.bytes_rx);
@@ -743,6 +751,7 @@ static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
 	}
 	list_del(&found->node);
 	conn->inflight_bytes -= found->len;
+	p->last_progress = jiffies;
 	m = found->msg;
 	m->outstanding--;
 	if (m->assigned_all && !m->outstanding)
@@ -847,18 +856,21 @@ void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
  * not acknowledged goes back to the peer, to be sent again on any rail.
  * The receiver drops what it already has and acknowledges it anyway.
  */
-void nz_conn_requeue_chunks(struct nz_conn *conn)
+u32 nz_conn_requeue_chunks(struct nz_conn *conn)
 {
 	struct nz_peer *p = conn->peer;
 	struct nz_chunk *ch, *tmp;
+	u32 n = 0;
 
 	spin_lock_bh(&p->lock);
 	list_for_each_entry_safe(ch, tmp, &conn->chunks, node) {
 		ch->sent = false;
 		list_move_tail(&ch->node, &p->resend);
+		n++;
 	}
 	conn->inflight_bytes = 0;
 	spin_unlock_bh(&p->lock);
+	return n;
 }
 
 void nz_conn_free_ctrl(struct nz_conn *conn)
@@ -877,13 +889,21 @@ void nz_conn_free_ctrl(struct nz_conn *conn)
 
 /* ---- timeouts and teardown -------------------------------------------------- */
 
+/*
+ * A transfer times out when its deadline has passed *and* nothing at all
+ * moved with its peer for as long: a long queue behind a slow rail is
+ * progress, not a hang.
+ */
 static s32 nz_msg_expired(const struct nz_msg *m)
 {
-	if (!m->xreq)
+	const struct nz_xreq *x = m->xreq;
+
+	if (!x)
 		return 0;
-	if (m->xreq->task->flags & PF_EXITING)
+	if (x->task->flags & PF_EXITING)
 		return -ECANCELED;
-	if (time_after(jiffies, m->xreq->deadline))
+	if (time_after(jiffies, x->deadline) &&
+	    time_after(jiffies, m->peer->last_progress + x->timeout))
 		return -ETIMEDOUT;
 	return 0;
 }
@@ -900,6 +920,9 @@ static void nz_scan_list(struct list_head *list, struct list_head *done,
 			continue;
 		if (!m->xreq && !force)
 			continue;
+		/* A peer that left delivered this one whole: keep it. */
+		if (force == -ECONNRESET && m->complete && !m->xreq)
+			continue;
 		if (nz_msg_set_done(m, err))
 			list_add_tail(&m->node, done);
 	}
@@ -914,6 +937,27 @@ void nz_peer_scan(struct nz_peer *p)
 	nz_scan_list(&p->tx_msgs, &done, 0);
 	nz_scan_list(&p->posted, &done, 0);
 	nz_scan_list(&p->rx_msgs, &done, 0);
+	spin_unlock_bh(&p->lock);
+	nz_complete_list(&done);
+}
+
+/*
+ * Fail the commands waiting on a peer that has no connection left (after
+ * the grace period); data held for it and chunks it may still need stay,
+ * so a connection that comes back later finds a consistent state.
+ */
+void nz_peer_fail_pending(struct nz_peer *p, s32 err)
+{
+	struct nz_msg *m, *tmp;
+	struct list_head *lists[] = { &p->tx_msgs, &p->posted, &p->rx_msgs };
+	LIST_HEAD(done);
+	int i;
+
+	spin_lock_bh(&p->lock);
+	for (i = 0; i < ARRAY_SIZE(lists); i++)
+		list_for_each_entry_safe(m, tmp, lists[i], node)
+			if (m->xreq && nz_msg_set_done(m, err))
+				list_add_tail(&m->node, &done);
 	spin_unlock_bh(&p->lock);
 	nz_complete_list(&done);
 }

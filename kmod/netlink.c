@@ -9,6 +9,8 @@
 #include <uapi/linux/nezha_netlink.h>
 #include "nezha.h"
 #include "rail.h"
+#include "transport.h"
+#include "comm.h"
 
 void nz_fill_version(struct nz_version *v)
 {
@@ -17,6 +19,8 @@ void nz_fill_version(struct nz_version *v)
 	v->max_rails = NZ_MAX_RAILS;
 	v->features = NZ_FEAT_NOP | NZ_FEAT_NOP_DEFER | NZ_FEAT_P2P |
 		      NZ_FEAT_FIXED_BUF | NZ_FEAT_TCP;
+	if (nz_transport_loaded(NZ_PROTO_RDMA))
+		v->features |= NZ_FEAT_RDMA;
 	strscpy(v->release, NZ_RELEASE, sizeof(v->release));
 }
 
@@ -113,6 +117,7 @@ static int nz_nl_check_name(const struct nlattr *attr,
 	return 0;
 }
 
+/* A netdev (TCP) or an RDMA device name (up to 63 characters). */
 static int nz_nl_check_dev(const struct nlattr *attr,
 			   struct netlink_ext_ack *extack)
 {
@@ -122,9 +127,26 @@ static int nz_nl_check_dev(const struct nlattr *attr,
 		NL_SET_ERR_MSG_ATTR(extack, attr, "device name is empty");
 		return -EINVAL;
 	}
+	if (len >= NZ_RAIL_DEV_LEN) {
+		NL_SET_ERR_MSG_ATTR(extack, attr,
+				    "device name is longer than 63 characters");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int nz_nl_check_netdev(const struct nlattr *attr,
+			      struct netlink_ext_ack *extack)
+{
+	size_t len = strnlen(nla_data(attr), nla_len(attr));
+
+	if (!len) {
+		NL_SET_ERR_MSG_ATTR(extack, attr, "netdev name is empty");
+		return -EINVAL;
+	}
 	if (len >= IFNAMSIZ) {
 		NL_SET_ERR_MSG_ATTR(extack, attr,
-				    "device name is longer than 15 characters");
+				    "netdev name is longer than 15 characters");
 		return -EINVAL;
 	}
 	return 0;
@@ -144,6 +166,8 @@ static int nz_nl_put_rail_stats(struct sk_buff *skb,
 		{ NZ_RSTAT_ERRORS, atomic64_read(&st->errors) },
 		{ NZ_RSTAT_HS_REFUSED, atomic64_read(&st->hs_refused) },
 		{ NZ_RSTAT_CONNS, atomic_read(&st->conns) },
+		{ NZ_RSTAT_FAILOVERS, atomic64_read(&st->failovers) },
+		{ NZ_RSTAT_RESENT, atomic64_read(&st->resent) },
 	};
 	struct nlattr *nest;
 	int i;
@@ -170,7 +194,14 @@ static int nz_nl_put_rail(struct sk_buff *skb, struct nz_rail *rail)
 	    nla_put_u16(skb, NZ_A_RAIL_PORT, rail->port) ||
 	    nla_put_u32(skb, NZ_A_RAIL_WEIGHT, READ_ONCE(rail->weight)) ||
 	    nla_put_u32(skb, NZ_A_RAIL_STATE, nz_rail_state(rail)) ||
+	    nla_put_string(skb, NZ_A_RAIL_NETDEV, rail->netdev) ||
 	    nz_nl_put_rail_stats(skb, &rail->stats))
+		return -EMSGSIZE;
+	if (rail->ib_port &&
+	    nla_put_u32(skb, NZ_A_RAIL_IBPORT, rail->ib_port))
+		return -EMSGSIZE;
+	if (rail->gid_index != NZ_GID_INDEX_AUTO &&
+	    nla_put_u32(skb, NZ_A_RAIL_GID_INDEX, rail->gid_index))
 		return -EMSGSIZE;
 	return 0;
 }
@@ -189,7 +220,7 @@ static void nz_nl_blame(struct genl_info *info, int err)
 		attr = attrs[NZ_A_RAIL_PROTO];
 		break;
 	case -ENODEV:
-		attr = attrs[NZ_A_RAIL_DEV];
+		attr = attrs[NZ_A_RAIL_DEV] ?: attrs[NZ_A_RAIL_NETDEV];
 		break;
 	case -EADDRNOTAVAIL:
 		attr = attrs[NZ_A_RAIL_ADDR] ?: attrs[NZ_A_RAIL_DEV];
@@ -206,18 +237,33 @@ static void nz_nl_blame(struct genl_info *info, int err)
 
 static int nz_nl_rail_add(struct sk_buff *skb, struct genl_info *info)
 {
-	struct nz_rail_cfg cfg = { .weight = NZ_DEFAULT_WEIGHT };
+	struct nz_rail_cfg cfg = {
+		.weight = NZ_DEFAULT_WEIGHT,
+		.gid_index = NZ_GID_INDEX_AUTO,
+	};
 	struct nlattr **attrs = info->attrs;
 	int ret;
 
 	ret = nz_nl_require(info, NZ_A_RAIL_NAME, "rail name missing") ?:
-	      nz_nl_require(info, NZ_A_RAIL_PROTO, "rail protocol missing") ?:
-	      nz_nl_require(info, NZ_A_RAIL_DEV, "rail device missing");
+	      nz_nl_require(info, NZ_A_RAIL_PROTO, "rail protocol missing");
 	if (ret)
 		return ret;
+	if (!attrs[NZ_A_RAIL_NETDEV]) {
+		ret = nz_nl_require(info, NZ_A_RAIL_DEV, "rail device missing");
+		if (ret)
+			return ret;
+	}
 	nla_strscpy(cfg.name, attrs[NZ_A_RAIL_NAME], sizeof(cfg.name));
 	cfg.proto = nla_get_u32(attrs[NZ_A_RAIL_PROTO]);
-	nla_strscpy(cfg.dev, attrs[NZ_A_RAIL_DEV], sizeof(cfg.dev));
+	if (attrs[NZ_A_RAIL_DEV])
+		nla_strscpy(cfg.dev, attrs[NZ_A_RAIL_DEV], sizeof(cfg.dev));
+	if (attrs[NZ_A_RAIL_NETDEV])
+		nla_strscpy(cfg.netdev, attrs[NZ_A_RAIL_NETDEV],
+			    sizeof(cfg.netdev));
+	if (attrs[NZ_A_RAIL_IBPORT])
+		cfg.ib_port = nla_get_u32(attrs[NZ_A_RAIL_IBPORT]);
+	if (attrs[NZ_A_RAIL_GID_INDEX])
+		cfg.gid_index = nla_get_u32(attrs[NZ_A_RAIL_GID_INDEX]);
 	if (attrs[NZ_A_RAIL_ADDR])
 		cfg.addr = nla_get_in_addr(attrs[NZ_A_RAIL_ADDR]);
 	if (attrs[NZ_A_RAIL_PORT])
@@ -356,6 +402,11 @@ static const struct nla_policy nz_genl_policy[NZ_A_MAX + 1] = {
 
 #define NZ_POLICY_RAIL_NAME NLA_POLICY_VALIDATE_FN(NLA_NUL_STRING, nz_nl_check_name)
 
+/* Beyond the s16 of NLA_POLICY_MAX. */
+static struct netlink_range_validation nz_gid_index_range = {
+	.max = NZ_MAX_GID_INDEX,
+};
+
 static const struct nla_policy nz_rail_add_policy[NZ_A_MAX + 1] = {
 	[NZ_A_RAIL_NAME] = NZ_POLICY_RAIL_NAME,
 	[NZ_A_RAIL_PROTO] = NLA_POLICY_RANGE(NLA_U32, NZ_PROTO_TCP,
@@ -365,6 +416,11 @@ static const struct nla_policy nz_rail_add_policy[NZ_A_MAX + 1] = {
 	[NZ_A_RAIL_ADDR] = { .type = NLA_BE32 },
 	[NZ_A_RAIL_PORT] = NLA_POLICY_MIN(NLA_U16, 1),
 	[NZ_A_RAIL_WEIGHT] = NLA_POLICY_MAX(NLA_U32, NZ_MAX_WEIGHT),
+	[NZ_A_RAIL_NETDEV] = NLA_POLICY_VALIDATE_FN(NLA_NUL_STRING,
+						    nz_nl_check_netdev),
+	[NZ_A_RAIL_IBPORT] = NLA_POLICY_RANGE(NLA_U32, 1, NZ_MAX_IBPORT),
+	[NZ_A_RAIL_GID_INDEX] = NLA_POLICY_FULL_RANGE(NLA_U32,
+						      &nz_gid_index_range),
 };
 
 /* RAIL_DEL and RAIL_GET: a name, nothing else. */
@@ -382,6 +438,93 @@ static const struct nla_policy nz_rail_set_policy[NZ_A_MAX + 1] = {
  * Commands from NZ_CMD_RAIL_ADD on are validated strictly against their own
  * policy (resv_start_op): unknown and out-of-place attributes are errors.
  */
+/* ---- health parameters and path events ---------------------------------- */
+
+static struct netlink_range_validation nz_grace_range = {
+	.max = 3600000,
+};
+
+static const struct nla_policy nz_health_policy[NZ_A_MAX + 1] = {
+	[NZ_A_HB_INTERVAL_MS] = NLA_POLICY_RANGE(NLA_U32, 1, 10000),
+	[NZ_A_HB_MISSES] = NLA_POLICY_RANGE(NLA_U32, 2, 100),
+	[NZ_A_GRACE_MS] = NLA_POLICY_FULL_RANGE(NLA_U32, &nz_grace_range),
+};
+
+static int nz_nl_health_get(struct sk_buff *skb, struct genl_info *info)
+{
+	struct sk_buff *msg;
+	void *hdr;
+
+	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!msg)
+		return -ENOMEM;
+	hdr = genlmsg_put_reply(msg, info, &nz_genl_family, 0,
+				NZ_CMD_HEALTH_GET);
+	if (!hdr ||
+	    nla_put_u32(msg, NZ_A_HB_INTERVAL_MS,
+			READ_ONCE(nz_health.hb_interval_ms)) ||
+	    nla_put_u32(msg, NZ_A_HB_MISSES, READ_ONCE(nz_health.hb_misses)) ||
+	    nla_put_u32(msg, NZ_A_GRACE_MS, READ_ONCE(nz_health.grace_ms))) {
+		nlmsg_free(msg);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(msg, hdr);
+	return genlmsg_reply(msg, info);
+}
+
+static const u32 *nz_nl_u32_or_null(struct genl_info *info, int attr,
+				    u32 *store)
+{
+	if (!info->attrs[attr])
+		return NULL;
+	*store = nla_get_u32(info->attrs[attr]);
+	return store;
+}
+
+static int nz_nl_health_set(struct sk_buff *skb, struct genl_info *info)
+{
+	u32 iv, mi, gr;
+	const u32 *piv = nz_nl_u32_or_null(info, NZ_A_HB_INTERVAL_MS, &iv);
+	const u32 *pmi = nz_nl_u32_or_null(info, NZ_A_HB_MISSES, &mi);
+	const u32 *pgr = nz_nl_u32_or_null(info, NZ_A_GRACE_MS, &gr);
+
+	if (!piv && !pmi && !pgr) {
+		NL_SET_ERR_MSG(info->extack, "nothing to set");
+		return -EINVAL;
+	}
+	return nz_health_set(piv, pmi, pgr);
+}
+
+static const struct genl_multicast_group nz_genl_mcgrps[] = {
+	{ .name = NZ_GENL_MCGRP_EVENTS },
+};
+
+/* Announce a path event to NZ_GENL_MCGRP_EVENTS listeners, best effort. */
+void nz_netlink_event(const struct nz_event *ev)
+{
+	struct sk_buff *msg;
+	void *hdr;
+
+	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!msg)
+		return;
+	hdr = genlmsg_put(msg, 0, 0, &nz_genl_family, 0, NZ_CMD_EVENT);
+	if (!hdr ||
+	    nla_put_u32(msg, NZ_A_EV_TYPE, ev->type) ||
+	    nla_put_string(msg, NZ_A_RAIL_NAME, ev->rail->name) ||
+	    nla_put_u64_64bit(msg, NZ_A_EV_JOB, ev->job, NZ_A_PAD) ||
+	    nla_put_u32(msg, NZ_A_EV_RANK, ev->rank) ||
+	    nla_put_u32(msg, NZ_A_EV_PEER, ev->peer) ||
+	    nla_put_u32(msg, NZ_A_EV_ERROR, -ev->err) ||
+	    nla_put_u32(msg, NZ_A_EV_RESENT, ev->resent)) {
+		nlmsg_free(msg);
+		return;
+	}
+	genlmsg_end(msg, hdr);
+	genlmsg_multicast_netns(&nz_genl_family, ev->rail->net, msg, 0, 0,
+				GFP_KERNEL);
+}
+
 static const struct genl_ops nz_genl_ops[] = {
 	{
 		.cmd = NZ_CMD_GET_INFO,
@@ -416,6 +559,19 @@ static const struct genl_ops nz_genl_ops[] = {
 		.doit = nz_nl_rail_get,
 		.dumpit = nz_nl_rail_dump,
 	},
+	{
+		.cmd = NZ_CMD_HEALTH_GET,
+		.policy = nz_health_policy,
+		.maxattr = NZ_A_MAX,
+		.doit = nz_nl_health_get,
+	},
+	{
+		.cmd = NZ_CMD_HEALTH_SET,
+		.flags = GENL_ADMIN_PERM,
+		.policy = nz_health_policy,
+		.maxattr = NZ_A_MAX,
+		.doit = nz_nl_health_set,
+	},
 };
 
 static struct genl_family nz_genl_family __ro_after_init = {
@@ -427,6 +583,8 @@ static struct genl_family nz_genl_family __ro_after_init = {
 	.module = THIS_MODULE,
 	.ops = nz_genl_ops,
 	.n_ops = ARRAY_SIZE(nz_genl_ops),
+	.mcgrps = nz_genl_mcgrps,
+	.n_mcgrps = ARRAY_SIZE(nz_genl_mcgrps),
 	.resv_start_op = NZ_CMD_GET_INFO + 1,
 };
 

@@ -18,6 +18,7 @@
 #include <linux/netdevice.h>
 #include <linux/slab.h>
 #include <linux/string.h>
+#include <linux/sysfs.h>
 #include <net/net_namespace.h>
 #include <net/netlink.h>
 #include "nezha.h"
@@ -63,6 +64,7 @@ static void nz_rail_release(struct kref *ref)
 {
 	struct nz_rail *rail = container_of(ref, struct nz_rail, ref);
 
+	nz_transport_put(rail->ops);	/* may let its module go */
 	put_net(rail->net);
 	kfree(rail);
 }
@@ -102,25 +104,62 @@ u32 nz_rail_state(const struct nz_rail *rail)
 	return NZ_RAIL_UP;
 }
 
+/* The transport of proto, with a reference on its module. */
 static const struct nz_transport *nz_rail_transport(u32 proto,
 						    struct netlink_ext_ack *extack)
 {
-	switch (proto) {
-	case NZ_PROTO_TCP:
-		return &nz_tcp_transport;
-	case NZ_PROTO_RDMA:
-		NL_SET_ERR_MSG(extack, "RDMA rails are not supported yet");
-		return ERR_PTR(-EPROTONOSUPPORT);
-	default:
+	const struct nz_transport *ops;
+
+	if (proto != NZ_PROTO_TCP && proto != NZ_PROTO_RDMA) {
 		NL_SET_ERR_MSG(extack, "unknown rail protocol");
 		return ERR_PTR(-EINVAL);
 	}
+	ops = nz_transport_get(proto);
+	if (!ops) {
+		NL_SET_ERR_MSG(extack,
+			       "RDMA rails need the nezha_rdma module: load nezha_rdma");
+		return ERR_PTR(-EPROTONOSUPPORT);
+	}
+	return ops;
 }
 
 /*
- * Find the device in the rail's namespace and the address to listen on:
- * want if it is one of the device's IPv4 addresses, else (want == 0) the
- * device's first (primary) one.
+ * The protocol-specific part of the configuration: a transport that has
+ * devices of its own resolves them (and may pin the address); for the
+ * others the configured device is the netdev.
+ */
+static int nz_rail_resolve_dev(struct nz_rail *rail,
+			       const struct nz_rail_cfg *cfg, __be32 *want,
+			       struct netlink_ext_ack *extack)
+{
+	*want = cfg->addr;
+	rail->gid_index = NZ_GID_INDEX_AUTO;
+	if (rail->ops->rail_resolve)
+		return rail->ops->rail_resolve(rail, cfg, want, extack);
+	if (cfg->netdev[0] || cfg->ib_port ||
+	    cfg->gid_index != NZ_GID_INDEX_AUTO) {
+		NL_SET_ERR_MSG(extack,
+			       "netdev, ib-port and gid-index are for RDMA rails");
+		return -EINVAL;
+	}
+	if (!cfg->dev[0]) {
+		NL_SET_ERR_MSG(extack, "no network device");
+		return -EINVAL;
+	}
+	if (strnlen(cfg->dev, IFNAMSIZ) == IFNAMSIZ) {
+		NL_SET_ERR_MSG(extack,
+			       "device name is longer than 15 characters");
+		return -EINVAL;
+	}
+	strscpy(rail->dev, cfg->dev, sizeof(rail->dev));
+	strscpy(rail->netdev, cfg->dev, sizeof(rail->netdev));
+	return 0;
+}
+
+/*
+ * Find the rail's netdev in its namespace and the address to listen on:
+ * want if it is one of the netdev's IPv4 addresses, else (want == 0) the
+ * netdev's first (primary) one.
  */
 static int nz_rail_resolve(struct nz_rail *rail, __be32 want,
 			   struct netlink_ext_ack *extack)
@@ -131,7 +170,7 @@ static int nz_rail_resolve(struct nz_rail *rail, __be32 want,
 	int ret = -EADDRNOTAVAIL;
 
 	rcu_read_lock();
-	dev = dev_get_by_name_rcu(rail->net, rail->dev);
+	dev = dev_get_by_name_rcu(rail->net, rail->netdev);
 	if (!dev) {
 		rcu_read_unlock();
 		NL_SET_ERR_MSG(extack, "no such network device");
@@ -191,8 +230,9 @@ static int nz_rail_check_endpoint(const struct nz_rail *rail,
 	for (i = 0; i < NZ_MAX_RAILS; i++) {
 		const struct nz_rail *r = nz_rails[i];
 
-		if (r && net_eq(r->net, rail->net) && r->addr == rail->addr &&
-		    r->port == rail->port) {
+		/* rdma_cm's port space is its own, apart from TCP's. */
+		if (r && net_eq(r->net, rail->net) && r->proto == rail->proto &&
+		    r->addr == rail->addr && r->port == rail->port) {
 			NL_SET_ERR_MSG(extack,
 				       "another rail listens on that address and port");
 			return -EADDRINUSE;
@@ -213,7 +253,9 @@ static struct nz_rail *nz_rail_alloc(struct net *net,
 			       "rail name must be 1-15 characters of A-Z a-z 0-9 _ . -");
 		return ERR_PTR(-EINVAL);
 	}
-	if (!cfg->dev[0] || strnlen(cfg->dev, IFNAMSIZ) == IFNAMSIZ) {
+	if (strnlen(cfg->dev, sizeof(cfg->dev)) == sizeof(cfg->dev) ||
+	    strnlen(cfg->netdev, sizeof(cfg->netdev)) == sizeof(cfg->netdev) ||
+	    (!cfg->dev[0] && !cfg->netdev[0])) {
 		NL_SET_ERR_MSG(extack, "bad device name");
 		return ERR_PTR(-EINVAL);
 	}
@@ -226,10 +268,11 @@ static struct nz_rail *nz_rail_alloc(struct net *net,
 		return ERR_CAST(ops);
 
 	rail = kzalloc(sizeof(*rail), GFP_KERNEL);
-	if (!rail)
+	if (!rail) {
+		nz_transport_put(ops);
 		return ERR_PTR(-ENOMEM);
+	}
 	strscpy(rail->name, cfg->name, sizeof(rail->name));
-	strscpy(rail->dev, cfg->dev, sizeof(rail->dev));
 	rail->proto = cfg->proto;
 	rail->ops = ops;
 	rail->port = cfg->port ?: NZ_DEFAULT_PORT;
@@ -239,10 +282,25 @@ static struct nz_rail *nz_rail_alloc(struct net *net,
 	return rail;
 }
 
+/* The transport's statistics group in the rail's sysfs directory. */
+static int nz_rail_group_add(struct nz_rail *rail)
+{
+	if (!rail->ops->rail_group)
+		return 0;
+	return sysfs_create_group(&rail->sysdev->kobj, rail->ops->rail_group);
+}
+
+static void nz_rail_group_del(struct nz_rail *rail)
+{
+	if (rail->ops->rail_group)
+		sysfs_remove_group(&rail->sysdev->kobj, rail->ops->rail_group);
+}
+
 int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
 		struct netlink_ext_ack *extack)
 {
 	struct nz_rail *rail;
+	__be32 want;
 	int ret;
 
 	rail = nz_rail_alloc(net, cfg, extack);
@@ -253,7 +311,10 @@ int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
 	ret = nz_rail_claim(rail, extack);
 	if (ret)
 		goto out_unlock;
-	ret = nz_rail_resolve(rail, cfg->addr, extack);
+	ret = nz_rail_resolve_dev(rail, cfg, &want, extack);
+	if (ret)
+		goto out_unlock;
+	ret = nz_rail_resolve(rail, want, extack);
 	if (ret)
 		goto out_unlock;
 	ret = nz_rail_check_endpoint(rail, extack);
@@ -270,6 +331,9 @@ int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
 	ret = nz_sysfs_rail_add(rail);
 	if (ret)
 		goto out_stop;
+	ret = nz_rail_group_add(rail);
+	if (ret)
+		goto out_sysfs;
 
 	/* Complete: publish it. */
 	mutex_lock(&nz_rail_lock);
@@ -277,11 +341,18 @@ int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
 	mutex_unlock(&nz_rail_lock);
 	mutex_unlock(&nz_rail_cfg_lock);
 
-	pr_info("rail %s: %s dev %s %pI4:%u weight %u\n", rail->name,
-		rail->ops->name, rail->dev, &rail->addr, rail->port,
-		rail->weight);
+	if (rail->ib_port)
+		pr_info("rail %s: %s dev %s port %u netdev %s %pI4:%u weight %u\n",
+			rail->name, rail->ops->name, rail->dev, rail->ib_port,
+			rail->netdev, &rail->addr, rail->port, rail->weight);
+	else
+		pr_info("rail %s: %s dev %s %pI4:%u weight %u\n", rail->name,
+			rail->ops->name, rail->dev, &rail->addr, rail->port,
+			rail->weight);
 	return 0;
 
+out_sysfs:
+	nz_sysfs_rail_del(rail);
 out_stop:
 	rail->ops->rail_stop(rail);
 out_unlock:
@@ -301,6 +372,8 @@ static void nz_rail_destroy(struct nz_rail *rail)
 
 	/* Close its connections; they drop their references. */
 	nz_comm_rail_removed(rail);
+	/* No reader of the transport's statistics after this returns. */
+	nz_rail_group_del(rail);
 	/* Stop accepting; no listener callback runs after this returns. */
 	rail->ops->rail_stop(rail);
 	/* Waits for readers of its sysfs files. */

@@ -29,13 +29,23 @@ struct nz_rail_stats {
 	atomic64_t errors;		/* connections closed on an error */
 	atomic64_t hs_refused;		/* handshakes refused */
 	atomic_t conns;			/* connections up */
+	atomic64_t failovers;		/* connections lost, traffic rerouted */
+	atomic64_t resent;		/* chunks moved to other connections */
+	atomic64_t last_failover_ms;	/* boot-time ms of the last; 0 never */
 };
+
+/* Longest device name: RDMA devices have up to IB_DEVICE_NAME_MAX - 1. */
+#define NZ_RAIL_DEV_LEN		64
+#define NZ_GID_INDEX_AUTO	(-1)
 
 /* What nezhactl rail add asks for (validated by netlink.c and rail.c). */
 struct nz_rail_cfg {
 	char name[NZ_RAIL_NAME_LEN];
 	u32 proto;			/* enum nz_rail_proto */
-	char dev[IFNAMSIZ];		/* netdev or IB device name */
+	char dev[NZ_RAIL_DEV_LEN];	/* netdev (TCP) or RDMA device */
+	char netdev[IFNAMSIZ];		/* RDMA: the netdev of the device */
+	u32 ib_port;			/* RDMA: 0 = the netdev's or the first */
+	s32 gid_index;			/* RDMA: NZ_GID_INDEX_AUTO or an index */
 	__be32 addr;			/* 0 = the device's first IPv4 address */
 	u16 port;			/* 0 = NZ_DEFAULT_PORT */
 	u32 weight;
@@ -51,13 +61,16 @@ struct nz_rail {
 	u32 proto;			/* enum nz_rail_proto */
 	const struct nz_transport *ops;
 	struct net *net;		/* namespace it was created in (held) */
-	char dev[IFNAMSIZ];
-	int ifindex;
+	char dev[NZ_RAIL_DEV_LEN];	/* as configured: netdev or RDMA device */
+	char netdev[IFNAMSIZ];		/* its netdev: link state, address */
+	u32 ib_port;			/* RDMA device port, 0 for TCP */
+	s32 gid_index;			/* RDMA: NZ_GID_INDEX_AUTO or as given */
+	int ifindex;			/* of netdev */
 	__be32 addr;
 	u16 port;			/* host order */
 	u32 weight;			/* read locklessly: READ_ONCE */
 	bool admin_down;		/* read locklessly: READ_ONCE */
-	bool failed;			/* listener could not be started */
+	bool failed;			/* no listener (device gone): READ_ONCE */
 	bool dead;			/* deleted; no new connections */
 	struct kref ref;		/* the table and each connection */
 	void *priv;			/* the transport's rail state */

@@ -155,6 +155,10 @@ NZ_RAIL_ATTR(errors, "%lld", atomic64_read(&rail->stats.errors));
 NZ_RAIL_ATTR(handshakes_refused, "%lld",
 	     atomic64_read(&rail->stats.hs_refused));
 NZ_RAIL_ATTR(conns, "%d", atomic_read(&rail->stats.conns));
+NZ_RAIL_ATTR(failovers, "%lld", atomic64_read(&rail->stats.failovers));
+NZ_RAIL_ATTR(chunks_resent, "%lld", atomic64_read(&rail->stats.resent));
+NZ_RAIL_ATTR(last_failover_ms, "%lld",
+	     atomic64_read(&rail->stats.last_failover_ms));
 
 static struct attribute *nz_rail_info_attrs[] = {
 	&nz_rail_attr_id.attr,
@@ -179,6 +183,9 @@ static struct attribute *nz_rail_stats_attrs[] = {
 	&nz_rail_attr_errors.attr,
 	&nz_rail_attr_handshakes_refused.attr,
 	&nz_rail_attr_conns.attr,
+	&nz_rail_attr_failovers.attr,
+	&nz_rail_attr_chunks_resent.attr,
+	&nz_rail_attr_last_failover_ms.attr,
 	NULL,
 };
 

@@ -6,16 +6,46 @@
  *
  * Return values: 0 on success; -EAGAIN "no room now, you will be kicked
  * when there is"; any other negative errno is fatal for that connection.
+ *
+ * TCP is built into nezha.ko.  Other transports live in their own modules
+ * (nezha_rdma.ko), so that nezha.ko loads without their stacks, and
+ * register here when they load (transport.c).  A rail holds a reference on
+ * its transport's module for as long as the rail exists.
  */
 #ifndef _NZ_TRANSPORT_H
 #define _NZ_TRANSPORT_H
 
+#include <linux/types.h>
+
+struct attribute_group;
+struct module;
+struct netlink_ext_ack;
 struct nz_rail;
+struct nz_rail_cfg;
 struct nz_conn;
 
 struct nz_transport {
 	const char *name;
 	u32 proto;			/* enum nz_rail_proto */
+	struct module *owner;		/* NULL when built into nezha.ko */
+
+	/*
+	 * Optional: statistics of the transport, a named group of files in
+	 * the rail's sysfs directory.  rail.c adds it after rail_start() and
+	 * removes it before rail_stop(); drvdata of the device is the rail.
+	 */
+	const struct attribute_group *rail_group;
+
+	/*
+	 * Optional.  rail_resolve() checks the protocol's part of cfg (an
+	 * RDMA device, its port and GID) and fills rail->dev, rail->netdev
+	 * (the network device whose link and IPv4 address the rail uses),
+	 * rail->ib_port and rail->gid_index; it may set *addr to the address
+	 * the rail must listen on.  Without it, cfg->dev names the network
+	 * device.  It may sleep; errors explain themselves in extack.
+	 */
+	int (*rail_resolve)(struct nz_rail *rail, const struct nz_rail_cfg *cfg,
+			    __be32 *addr, struct netlink_ext_ack *extack);
 
 	/*
 	 * Rail level.  rail_start() resolves the device and address and
@@ -42,5 +72,16 @@ struct nz_transport {
 };
 
 extern const struct nz_transport nz_tcp_transport;
+
+/*
+ * transport.c.  register: 0, -EINVAL (bad proto or ops), -EEXIST (that
+ * proto has a transport).  get: the transport of proto with a reference on
+ * its module, or NULL (none loaded, or its module is going away).
+ */
+int nz_transport_register(const struct nz_transport *t);
+void nz_transport_unregister(const struct nz_transport *t);
+const struct nz_transport *nz_transport_get(u32 proto);
+void nz_transport_put(const struct nz_transport *t);
+bool nz_transport_loaded(u32 proto);
 
 #endif /* _NZ_TRANSPORT_H */

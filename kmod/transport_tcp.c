@@ -194,8 +194,11 @@ static void nz_tcp_data_ready(struct sock *sk)
 
 	read_lock_bh(&sk->sk_callback_lock);
 	tc = sk->sk_user_data;
-	if (tc)
+	if (tc) {
+		/* Liveness is bytes arriving, however late we read them. */
+		WRITE_ONCE(tc->conn->last_rx, jiffies);
 		queue_work(nz_wq, &tc->rx_work);
+	}
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
@@ -273,11 +276,13 @@ static int nz_tcp_rx_header(struct nz_tcp_conn *tc)
 	ret = nz_conn_rx_data(conn, f, &tc->rx_dest);
 	if (ret == -EAGAIN) {
 		tc->rx_stalled = true;	/* a kick brings us back */
+		WRITE_ONCE(conn->rx_blocked, true);
 		return ret;
 	}
 	if (ret)
 		return ret;
 	tc->rx_stalled = false;
+	WRITE_ONCE(conn->rx_blocked, false);
 	tc->rx_in_body = true;
 	tc->rx_left = f->len;
 	return 0;
@@ -330,6 +335,8 @@ static void nz_tcp_rx_work(struct work_struct *work)
 		}
 		if (ret == -EAGAIN)
 			return;
+		if (ret > 0)
+			WRITE_ONCE(tc->conn->last_rx, jiffies);
 		if (ret < 0) {
 			if (ret == -EPROTO || ret == -EMSGSIZE ||
 			    ret == -EPROTONOSUPPORT)

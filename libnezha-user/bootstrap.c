@@ -444,7 +444,7 @@ static void nzi_drop_pending(struct nzi_server *s, unsigned int i)
  * Reject connection i: log, count, tell it why when it speaks our protocol
  * (err != 0).  Returns -1, the "connection gone" result of its callers.
  */
-__attribute__((format(printf, 4, 5)))
+__attribute__((format(printf, 4, 5)))	/* user space: no __printf() */
 static int nzi_reject(struct nzi_server *s, unsigned int i, int err,
 		       const char *fmt, ...)
 {
@@ -540,9 +540,11 @@ static void nzi_server_accept(struct nzi_server *s)
 
 	while ((fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-		struct nzi_pending *p;
+		struct nzi_pending *p = NULL;
 
-		if (s->npend == NZI_MAX_PENDING || !(p = calloc(1, sizeof(*p)))) {
+		if (s->npend < NZI_MAX_PENDING)
+			p = calloc(1, sizeof(*p));
+		if (!p) {
 			nzi_log(s->cfg->verbose, 0, "too many unidentified connections: refusing one");
 			s->rejected++;
 			close(fd);

@@ -264,6 +264,7 @@ static int nzi_comm_wait(struct nz_comm *c, int timeout_ms)
 
 static void nzi_comm_teardown(struct nz_comm *c)
 {
+	nzi_coll_release(c);
 	if (c->has_kcomm) {
 		uint32_t id = c->comm_id;
 
@@ -384,6 +385,11 @@ int nz_comm_init_env(struct nz_comm **out)
 		if (nzi_parse_int(getenv("NEZHA_WAIT_TIMEOUT_MS"), 0, 86400000, &v))
 			return nzi_error(-EINVAL, "environment: NEZHA_WAIT_TIMEOUT_MS is not a number of milliseconds");
 		o.wait_timeout_ms = (int)v;
+	}
+	if (getenv("NEZHA_OP_TIMEOUT_MS")) {
+		if (nzi_parse_int(getenv("NEZHA_OP_TIMEOUT_MS"), 0, 86400000, &v))
+			return nzi_error(-EINVAL, "environment: NEZHA_OP_TIMEOUT_MS is not a number of milliseconds");
+		o.op_timeout_ms = (unsigned int)v;
 	}
 	o.rank = env.rank;
 	o.size = env.size;

@@ -170,7 +170,13 @@ struct nz_comm {
 
 	struct iovec bufs[NZ_COMM_MAX_BUFFERS];	/* iov_base NULL: hole */
 	unsigned int nbufs;	/* highest used index + 1 */
+
+	struct nzi_coll *coll;	/* collectives (collective.c); NULL until the
+				 * first one, freed by nzi_coll_release() */
 };
+
+/* Free the collectives' state of a communicator (collective.c). */
+void nzi_coll_release(struct nz_comm *comm);
 
 /* Reap every completion already posted (p2p.c); returns how many. */
 int nzi_comm_reap(struct nz_comm *comm);

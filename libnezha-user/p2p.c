@@ -73,10 +73,9 @@ static void nzi_complete(struct nz_comm *c, const struct nz_cqe *cqe)
 {
 	uint32_t idx = (uint32_t)cqe->user_data;
 	uint32_t gen = (uint32_t)(cqe->user_data >> 32);
-	struct nz_request *r;
+	struct nz_request *r = idx < c->nreqs ? c->reqs[idx] : NULL;
 
-	if (idx >= c->nreqs || (r = c->reqs[idx])->gen != gen ||
-	    r->state != NZI_REQ_INFLIGHT) {
+	if (!r || r->gen != gen || r->state != NZI_REQ_INFLIGHT) {
 		c->stray++;
 		return;
 	}

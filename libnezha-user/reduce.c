@@ -756,7 +756,7 @@ int nz_reduce3(void *out, const void *a, const void *b, size_t count,
 	return 0;
 }
 
-int nz_reduce(void *inout, const void *in, size_t count,
+int nz_reduce2(void *inout, const void *in, size_t count,
 	      enum nz_dtype dtype, enum nz_redop op)
 {
 	return nz_reduce3(inout, inout, in, count, dtype, op);

@@ -45,7 +45,7 @@
 #include "nezha_dtype.h"
 
 /*
- * nz_reduce() - inout[i] = inout[i] OP in[i] for i in [0, count).
+ * nz_reduce2() - inout[i] = inout[i] OP in[i] for i in [0, count).
  *
  * NZ_AVG reduces like NZ_SUM; the collective calls nz_reduce_finish_avg()
  * once on the final sum.  @inout and @in must be the same pointer or must
@@ -55,7 +55,7 @@
  * non-zero @count, or partially overlapping buffers.  On error nothing is
  * written.
  */
-int nz_reduce(void *inout, const void *in, size_t count,
+int nz_reduce2(void *inout, const void *in, size_t count,
 	      enum nz_dtype dtype, enum nz_redop op);
 
 /*
@@ -65,7 +65,7 @@ int nz_reduce(void *inout, const void *in, size_t count,
  * algorithm) or must not overlap either; @a and @b may overlap each other
  * arbitrarily.  NZ_AVG behaves as NZ_SUM.
  *
- * Returns 0 or -EINVAL as nz_reduce().
+ * Returns 0 or -EINVAL as nz_reduce2().
  */
 int nz_reduce3(void *out, const void *a, const void *b, size_t count,
 	       enum nz_dtype dtype, enum nz_redop op);

@@ -72,7 +72,14 @@ else
 		start=$(date +%s)
 		selftests/qemu/vm.sh -n "$guests" -r "$rails" -t "$timeout" \
 			-o "$OUT/guest-$name" "$script" > "$OUT/guest-$name.tap" 2>&1
+		rc=$?
 		relay "$name/" < "$OUT/guest-$name.tap"
+		# vm.sh exits 2 on set-up errors before any guest ran: those
+		# print no TAP line and must not pass silently.
+		if [ $rc -ne 0 ] && ! grep -q '^not ok' "$OUT/guest-$name.tap"; then
+			grep -vE '^(ok|not ok|#)' "$OUT/guest-$name.tap" | tail -n 20 | sed 's/^/# /'
+			emit "not ok" "$name/: vm.sh exited $rc"
+		fi
 		echo "# guest suite $name took $(( $(date +%s) - start )) s"
 	done < selftests/guest/suites
 fi

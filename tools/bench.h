@@ -12,5 +12,6 @@ struct nzb_mode {
 double nzb_now(void);
 int nzb_bench_nop(int argc, char **argv);
 int nzb_bench_p2p(int argc, char **argv);
+int nzb_bench_coll(int argc, char **argv);
 
 #endif /* NZ_BENCH_H */

@@ -20,6 +20,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,14 +376,14 @@ static void nzb_rail_report(const struct nzb_p2p *b)
 
 static int nzb_parse_size(const char *s, uint64_t *out)
 {
+	static const char units[] = "kmg";
 	char *end;
 	unsigned long long v = strtoull(s, &end, 10);
+	const char *u = *end ? strchr(units, *end | 0x20) : NULL;
 
-	switch (*end) {
-	case 'G': case 'g': v <<= 10; /* fall through */
-	case 'M': case 'm': v <<= 10; /* fall through */
-	case 'K': case 'k': v <<= 10; end++; break;
-	default: break;
+	if (u) {
+		v <<= 10 * (u - units + 1);
+		end++;
 	}
 	if (end == s || *end || !v || v > (1ULL << 34))
 		return -EINVAL;
@@ -494,16 +495,19 @@ static int nzb_run(struct nzb_p2p *b)
 		size_t size = (size_t)s;
 		double bw_us = 0, lat_us = 0;
 		uint64_t wrong = 0;
+		bool lat = b->p.mode == MODE_LAT ||
+			   ((b->p.mode & MODE_LAT) && size <= NZB_LAT_MAX);
 		int ret = nzb_sync(b);
 
 		if (ret)
 			return nzb_fail(b, "sync", size, ret);
-		if (b->p.check && (ret = nzb_check(b, size, &wrong)))
-			return ret;
-		if ((b->p.mode & MODE_BW) && (ret = nzb_bandwidth(b, size, &bw_us)))
-			return ret;
-		if ((b->p.mode == MODE_LAT || ((b->p.mode & MODE_LAT) && size <= NZB_LAT_MAX)) &&
-		    (ret = nzb_latency(b, size, &lat_us)))
+		if (b->p.check)
+			ret = nzb_check(b, size, &wrong);
+		if (!ret && (b->p.mode & MODE_BW))
+			ret = nzb_bandwidth(b, size, &bw_us);
+		if (!ret && lat)
+			ret = nzb_latency(b, size, &lat_us);
+		if (ret)
 			return ret;
 		if (b->rank)
 			continue;

@@ -2,7 +2,10 @@
 /*
  * nezhactl rail: add, delete, change and show rails.
  *
- *   nezhactl rail add NAME proto {tcp|rdma} dev DEV [addr A.B.C.D]
+ *   nezhactl rail add NAME proto tcp dev NETDEV [addr A.B.C.D]
+ *                     [port PORT] [weight W]
+ *   nezhactl rail add NAME proto rdma {dev IBDEV | netdev NETDEV}
+ *                     [ib-port N] [gid-index G] [addr A.B.C.D]
  *                     [port PORT] [weight W]
  *   nezhactl rail del NAME
  *   nezhactl rail set NAME [weight W] [up|down]
@@ -25,7 +28,9 @@
 #include "nezhactl.h"
 
 #define NZCTL_RAIL_ADD_USAGE \
-	"nezhactl rail add NAME proto {tcp|rdma} dev DEV [addr A.B.C.D] [port PORT] [weight W]"
+	"nezhactl rail add NAME proto tcp dev NETDEV [addr A.B.C.D] [port PORT] [weight W]\n" \
+	"       nezhactl rail add NAME proto rdma {dev IBDEV | netdev NETDEV} [ib-port N]\n" \
+	"                         [gid-index G] [addr A.B.C.D] [port PORT] [weight W]"
 #define NZCTL_RAIL_DEL_USAGE	"nezhactl rail del NAME"
 #define NZCTL_RAIL_SET_USAGE	"nezhactl rail set NAME [weight W] [up|down]"
 #define NZCTL_RAIL_SHOW_USAGE	"nezhactl rail [show|list] [NAME]"
@@ -104,9 +109,9 @@ static int nzctl_rail_request(struct nzctl_nl *nl, struct nlmsghdr *req,
 #define ADD_BAD(...) nzctl_rail_bad(NZCTL_RAIL_ADD_USAGE, __VA_ARGS__)
 
 struct nzctl_rail_add_args {
-	const char *name, *dev;
-	uint32_t proto, port, weight;
-	int have_port, have_weight, have_addr;
+	const char *name, *dev, *netdev;
+	uint32_t proto, port, weight, ib_port, gid_index;
+	int have_port, have_weight, have_addr, have_ib_port, have_gid_index;
 	struct in_addr addr;
 };
 
@@ -127,6 +132,22 @@ static int nzctl_rail_add_arg(struct nzctl_rail_add_args *a, const char *kw,
 		if (a->dev)
 			goto twice;
 		a->dev = val;
+	} else if (!strcmp(kw, "netdev")) {
+		if (a->netdev)
+			goto twice;
+		a->netdev = val;
+	} else if (!strcmp(kw, "ib-port")) {
+		if (a->have_ib_port++)
+			goto twice;
+		if (nzctl_parse_u32(val, NZ_MAX_IBPORT, &a->ib_port) || !a->ib_port)
+			return ADD_BAD("rail add: bad ib-port \"%s\" (1..%d)", val,
+				       NZ_MAX_IBPORT);
+	} else if (!strcmp(kw, "gid-index")) {
+		if (a->have_gid_index++)
+			goto twice;
+		if (nzctl_parse_u32(val, NZ_MAX_GID_INDEX, &a->gid_index))
+			return ADD_BAD("rail add: bad gid-index \"%s\" (0..%d)", val,
+				       NZ_MAX_GID_INDEX);
 	} else if (!strcmp(kw, "addr")) {
 		if (a->have_addr++)
 			goto twice;
@@ -172,7 +193,10 @@ static int nzctl_rail_add(int argc, char **argv)
 	}
 	if (!a.proto)
 		return ADD_BAD("rail add %s: no protocol", a.name);
-	if (!a.dev)
+	if (a.proto == NZ_PROTO_TCP && (a.netdev || a.have_ib_port || a.have_gid_index))
+		return ADD_BAD("rail add %s: netdev, ib-port and gid-index are for rdma rails",
+			       a.name);
+	if (!a.dev && !a.netdev)
 		return ADD_BAD("rail add %s: no device", a.name);
 
 	ret = nzctl_nl_open(&nl);
@@ -181,7 +205,14 @@ static int nzctl_rail_add(int argc, char **argv)
 	nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_ADD, 0);
 	mnl_attr_put_strz(nlh, NZ_A_RAIL_NAME, a.name);
 	mnl_attr_put_u32(nlh, NZ_A_RAIL_PROTO, a.proto);
-	mnl_attr_put_strz(nlh, NZ_A_RAIL_DEV, a.dev);
+	if (a.dev)
+		mnl_attr_put_strz(nlh, NZ_A_RAIL_DEV, a.dev);
+	if (a.netdev)
+		mnl_attr_put_strz(nlh, NZ_A_RAIL_NETDEV, a.netdev);
+	if (a.have_ib_port)
+		mnl_attr_put_u32(nlh, NZ_A_RAIL_IBPORT, a.ib_port);
+	if (a.have_gid_index)
+		mnl_attr_put_u32(nlh, NZ_A_RAIL_GID_INDEX, a.gid_index);
 	if (a.have_addr)
 		mnl_attr_put_u32(nlh, NZ_A_RAIL_ADDR, a.addr.s_addr);
 	if (a.have_port)
@@ -269,7 +300,9 @@ static int nzctl_rail_set(int argc, char **argv)
 struct nzctl_rail {
 	char name[NZ_RAIL_NAME_LEN];
 	char dev[64];
-	uint32_t id, proto, weight, state;
+	char netdev[64];
+	uint32_t id, proto, weight, state, ib_port;
+	int64_t gid_index;		/* -1: not configured */
 	uint32_t addr;			/* network order */
 	uint16_t port;
 	uint64_t stats[NZ_RSTAT_MAX + 1];
@@ -294,14 +327,27 @@ static int nzctl_rail_attr_cb(const struct nlattr *attr, void *data)
 	switch (type) {
 	case NZ_A_RAIL_NAME:
 	case NZ_A_RAIL_DEV:
+	case NZ_A_RAIL_NETDEV:
 		if (mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0)
 			break;
 		if (type == NZ_A_RAIL_NAME)
 			snprintf(r->name, sizeof(r->name), "%s",
 				 mnl_attr_get_str(attr));
-		else
+		else if (type == NZ_A_RAIL_DEV)
 			snprintf(r->dev, sizeof(r->dev), "%s",
 				 mnl_attr_get_str(attr));
+		else
+			snprintf(r->netdev, sizeof(r->netdev), "%s",
+				 mnl_attr_get_str(attr));
+		break;
+	case NZ_A_RAIL_IBPORT:
+	case NZ_A_RAIL_GID_INDEX:
+		if (mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
+			break;
+		if (type == NZ_A_RAIL_IBPORT)
+			r->ib_port = mnl_attr_get_u32(attr);
+		else
+			r->gid_index = mnl_attr_get_u32(attr);
 		break;
 	case NZ_A_RAIL_ID:
 	case NZ_A_RAIL_PROTO:
@@ -336,22 +382,31 @@ static int nzctl_rail_attr_cb(const struct nlattr *attr, void *data)
 /*
  * 0: r0 tcp dev eth0 10.77.0.1:7470 weight 100 state up conns 1
  *     tx 123 bytes 4 chunks  rx 0 bytes 0 chunks  errors 0 refused 0
+ * RDMA rails name their device's port and netdev (and a GID, if given):
+ * 1: r1 rdma dev rxe0 ib-port 1 netdev eth1 10.77.1.1:7470 weight 100 ...
  */
 static int nzctl_rail_show_cb(const struct nlmsghdr *nlh, void *data)
 {
-	char addr[INET_ADDRSTRLEN];
+	char addr[INET_ADDRSTRLEN], rdma[160] = "";
 	struct nzctl_rail r;
 
 	(void)data;
 	memset(&r, 0, sizeof(r));
+	r.gid_index = -1;
 	mnl_attr_parse(nlh, sizeof(struct genlmsghdr), nzctl_rail_attr_cb, &r);
 	if (!inet_ntop(AF_INET, &r.addr, addr, sizeof(addr)))
 		snprintf(addr, sizeof(addr), "?");
-	printf("%" PRIu32 ": %s %s dev %s %s:%u weight %" PRIu32
+	if (r.ib_port && r.gid_index >= 0)
+		snprintf(rdma, sizeof(rdma), " ib-port %" PRIu32 " gid-index %" PRId64
+			 " netdev %s", r.ib_port, r.gid_index, r.netdev);
+	else if (r.ib_port)
+		snprintf(rdma, sizeof(rdma), " ib-port %" PRIu32 " netdev %s",
+			 r.ib_port, r.netdev);
+	printf("%" PRIu32 ": %s %s dev %s%s %s:%u weight %" PRIu32
 	       " state %s conns %" PRIu64 "\n",
 	       r.id, r.name, NZCTL_NAME(nzctl_proto_names, r.proto), r.dev,
-	       addr, r.port, r.weight, NZCTL_NAME(nzctl_state_names, r.state),
-	       r.stats[NZ_RSTAT_CONNS]);
+	       rdma, addr, r.port, r.weight,
+	       NZCTL_NAME(nzctl_state_names, r.state), r.stats[NZ_RSTAT_CONNS]);
 	printf("    tx %" PRIu64 " bytes %" PRIu64 " chunks  rx %" PRIu64
 	       " bytes %" PRIu64 " chunks  errors %" PRIu64 " refused %" PRIu64
 	       "\n",

@@ -10,6 +10,13 @@ static const struct nzb_mode nzb_modes[] = {
 	  "NOP commands/s through /dev/nezha vs io_uring's own IORING_OP_NOP" },
 	{ "p2p", nzb_bench_p2p,
 	  "point-to-point bandwidth and latency between 2 ranks (torchrun env)" },
+	{ "allreduce", nzb_bench_coll, "collective, nccl-tests layout (torchrun env)" },
+	{ "broadcast", nzb_bench_coll, "collective, nccl-tests layout" },
+	{ "reduce", nzb_bench_coll, "collective, nccl-tests layout" },
+	{ "allgather", nzb_bench_coll, "collective, nccl-tests layout" },
+	{ "reduce_scatter", nzb_bench_coll, "collective, nccl-tests layout" },
+	{ "alltoall", nzb_bench_coll, "collective, nccl-tests layout" },
+	{ "barrier", nzb_bench_coll, "collective: time of a barrier" },
 };
 
 #define NZB_NMODES (sizeof(nzb_modes) / sizeof(nzb_modes[0]))
@@ -28,7 +35,7 @@ static void nzb_usage(void)
 
 	fprintf(stderr, "usage: nezha-bench MODE [OPTIONS]\n\nmodes:\n");
 	for (i = 0; i < NZB_NMODES; i++)
-		fprintf(stderr, "  %-8s %s\n", nzb_modes[i].name, nzb_modes[i].help);
+		fprintf(stderr, "  %-15s %s\n", nzb_modes[i].name, nzb_modes[i].help);
 }
 
 int main(int argc, char **argv)

@@ -11,6 +11,8 @@ static const struct nzctl_cmd nzctl_cmds[] = {
 	{ "version", nzctl_version, "versions of nezhactl, libnezha and the module" },
 	{ "show", nzctl_show, "module status and command counters" },
 	{ "rail", nzctl_rail, "add, delete, change and show rails" },
+	{ "health", nzctl_health, "heartbeat and failover parameters: show | set ..." },
+	{ "monitor", nzctl_monitor, "print path events (failovers, re-admissions) as they happen" },
 	{ "help", nzctl_help, "this list" },
 };
 

@@ -16,6 +16,7 @@ struct nzctl_cmd {
 struct nzctl_nl {
 	struct mnl_socket *sock;
 	uint16_t family;
+	uint32_t mcgrp_events;		/* multicast group id, 0 unknown */
 	unsigned int seq;
 	unsigned int portid;
 	/* The extended ack of the last error (NETLINK_EXT_ACK), if any. */
@@ -39,5 +40,7 @@ void nzctl_nl_perror(const struct nzctl_nl *nl, int err, const char *what);
 int nzctl_version(int argc, char **argv);
 int nzctl_show(int argc, char **argv);
 int nzctl_rail(int argc, char **argv);
+int nzctl_health(int argc, char **argv);
+int nzctl_monitor(int argc, char **argv);
 
 #endif /* NEZHACTL_H */

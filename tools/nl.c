@@ -10,14 +10,37 @@
 #include <linux/nezha_netlink.h>
 #include "nezhactl.h"
 
-static int nzctl_family_cb(const struct nlmsghdr *nlh, void *data)
+static int nzctl_mcgrp_cb(const struct nlattr *grp, void *data)
 {
 	struct nlattr *attr;
+	const char *name = NULL;
+	uint32_t id = 0;
 
-	mnl_attr_for_each(attr, nlh, sizeof(struct genlmsghdr))
+	mnl_attr_for_each_nested(attr, grp) {
+		if (mnl_attr_get_type(attr) == CTRL_ATTR_MCAST_GRP_NAME &&
+		    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) >= 0)
+			name = mnl_attr_get_str(attr);
+		else if (mnl_attr_get_type(attr) == CTRL_ATTR_MCAST_GRP_ID &&
+			 mnl_attr_validate(attr, MNL_TYPE_U32) >= 0)
+			id = mnl_attr_get_u32(attr);
+	}
+	if (name && !strcmp(name, NZ_GENL_MCGRP_EVENTS))
+		((struct nzctl_nl *)data)->mcgrp_events = id;
+	return MNL_CB_OK;
+}
+
+static int nzctl_family_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nzctl_nl *nl = data;
+	struct nlattr *attr;
+
+	mnl_attr_for_each(attr, nlh, sizeof(struct genlmsghdr)) {
 		if (mnl_attr_get_type(attr) == CTRL_ATTR_FAMILY_ID &&
 		    mnl_attr_validate(attr, MNL_TYPE_U16) >= 0)
-			*(uint16_t *)data = mnl_attr_get_u16(attr);
+			nl->family = mnl_attr_get_u16(attr);
+		else if (mnl_attr_get_type(attr) == CTRL_ATTR_MCAST_GROUPS)
+			mnl_attr_parse_nested(attr, nzctl_mcgrp_cb, nl);
+	}
 	return MNL_CB_OK;
 }
 
@@ -202,7 +225,7 @@ int nzctl_nl_open(struct nzctl_nl *nl)
 
 	nlh = nzctl_nl_put(nl, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, 0);
 	mnl_attr_put_strz(nlh, CTRL_ATTR_FAMILY_NAME, NZ_GENL_NAME);
-	ret = nzctl_nl_talk(nl, nlh, nzctl_family_cb, &nl->family);
+	ret = nzctl_nl_talk(nl, nlh, nzctl_family_cb, nl);
 	if (ret == -ENOENT || (!ret && !nl->family)) {
 		fprintf(stderr,
 			"nezhactl: the nezha module is not loaded (no netlink family \"%s\")\n",

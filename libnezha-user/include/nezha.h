@@ -157,8 +157,8 @@ int nz_comm_init(struct nz_comm **out, const struct nz_comm_opts *opts);
  * nz_comm_init() from the environment: RANK and WORLD_SIZE (torchrun), or
  * OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (Open MPI); MASTER_ADDR and
  * MASTER_PORT (required above one rank); optional NEZHA_TIMEOUT_MS,
- * NEZHA_WAIT_TIMEOUT_MS, NEZHA_RAILS (comma-separated rail names) and
- * NEZHA_DEBUG=1 (NZ_COMM_F_VERBOSE).
+ * NEZHA_OP_TIMEOUT_MS, NEZHA_WAIT_TIMEOUT_MS, NEZHA_RAILS (comma-separated
+ * rail names) and NEZHA_DEBUG=1 (NZ_COMM_F_VERBOSE).
  */
 int nz_comm_init_env(struct nz_comm **out);
 
@@ -257,6 +257,180 @@ int nz_recv(struct nz_comm *comm, void *buf, size_t len, int peer,
  * did not connect to 10.0.0.1:29500 within 30000 ms".
  */
 const char *nz_last_error(void);
+
+/* ---- Collectives ---- */
+
+/*
+ * Collective operations over every rank of a communicator, shaped like
+ * NCCL's (and MPI's).  Documentation/collectives.rst explains the
+ * algorithms, their selection and the error model; in short:
+ *
+ *  - Every rank calls the same collectives in the same order, with the
+ *    same count, dtype, op and root.  A rank that does not is detected:
+ *    the collective fails with -EPROTO on the ranks that receive from it
+ *    (and, through abort messages, on the others); NEZHA_COLL_CHECK=1 adds
+ *    an agreement round to every collective that detects any mismatch,
+ *    root and algorithm included, on every rank.
+ *  - Buffers hold count elements of dtype (nezha_dtype.h), aligned to the
+ *    element size.  In place as NCCL defines it: sendbuf == recvbuf
+ *    (allreduce, broadcast, reduce at the root, alltoall), sendbuf ==
+ *    recvbuf + rank * count elements (allgather), recvbuf == sendbuf +
+ *    rank * count elements (reduce_scatter).  Other overlaps: -EINVAL.
+ *  - Every call returns 0 or a negative errno, never hangs: -EINVAL bad
+ *    arguments, -EPROTO arguments differ between ranks, -ECONNRESET a
+ *    rank left the job, -ENETDOWN no rail left to a peer, -ETIMEDOUT a
+ *    transfer (the module's timeout) or the communicator's wait timeout
+ *    (no progress for wait_timeout_ms) expired, -ENOMEM.  After an error
+ *    the contents of recvbuf are undefined; the communicator stays
+ *    usable for later collectives when every rank saw the error.
+ *    nz_last_error() says what happened and which rank.
+ *  - All ranks end with bit-identical results (each element is reduced
+ *    once, in one order, and the result is copied).
+ *
+ * Non-blocking forms (nz_iallreduce, ...) start the collective and return
+ * a request.  Progress happens inside libnezha calls on the communicator:
+ * nz_coll_test(), nz_coll_wait(), nz_coll_progress() and every blocking
+ * collective advance every collective in flight on it.  Between calls the
+ * module keeps moving the bytes of the transfers already started (a
+ * window of segments), so a trainer overlaps compute with communication by
+ * calling nz_coll_test() or nz_coll_progress() now and then (e.g. after
+ * each layer) and nz_coll_wait() when it needs the result.  Collectives
+ * are not thread safe, like the communicator; at most NZ_COLL_MAX_ACTIVE
+ * may be in flight on one communicator.
+ *
+ * Tags with bit 63 set (NZ_TAG_COLL) are reserved for the collectives:
+ * point-to-point messages must use tags below it.
+ */
+#include "nezha_dtype.h"
+
+#define NZ_TAG_COLL		(1ULL << 63)
+#define NZ_COLL_MAX_ACTIVE	8
+
+struct nz_coll_request;
+
+/* The collectives, for tuning and reports. */
+enum nz_coll {
+	NZ_COLL_ALLREDUCE,
+	NZ_COLL_BROADCAST,
+	NZ_COLL_REDUCE,
+	NZ_COLL_ALLGATHER,
+	NZ_COLL_REDUCE_SCATTER,
+	NZ_COLL_ALLTOALL,
+	NZ_COLL_BARRIER,
+	NZ_COLL_COUNT		/* not a collective */
+};
+
+/* Algorithms; each collective implements a few of them (collectives.rst). */
+enum nz_coll_algo {
+	NZ_ALGO_AUTO,		/* chosen by size and rank count */
+	NZ_ALGO_RD,		/* recursive doubling (allreduce) */
+	NZ_ALGO_HD,		/* recursive halving-doubling (allreduce) */
+	NZ_ALGO_RING,		/* pipelined ring (allreduce, allgather,
+				 * reduce_scatter) */
+	NZ_ALGO_TREE,		/* binomial tree (broadcast, reduce) */
+	NZ_ALGO_CHAIN,		/* pipelined chain (broadcast, reduce) */
+	NZ_ALGO_BRUCK,		/* Bruck (allgather) */
+	NZ_ALGO_DIRECT,		/* one message per pair (reduce_scatter) */
+	NZ_ALGO_PAIRWISE,	/* one message per pair (alltoall) */
+	NZ_ALGO_DISSEMINATION,	/* dissemination (barrier) */
+	NZ_ALGO_COUNT		/* not an algorithm */
+};
+
+/*
+ * Algorithm selection and pipelining of one communicator.  Defaults come
+ * from the environment when the first collective runs (NEZHA_ALGO,
+ * NEZHA_ALLREDUCE_RD_MAX, NEZHA_ALLREDUCE_CROSSOVER, NEZHA_COLL_SMALL,
+ * NEZHA_COLL_SEGMENT, NEZHA_COLL_WINDOW, NEZHA_COLL_CHECK; see
+ * collectives.rst).  Every rank must use the same tuning (a difference is
+ * detected as a mismatch).
+ */
+struct nz_coll_tuning {
+	unsigned char algo[NZ_COLL_COUNT];	/* enum nz_coll_algo, AUTO = by size */
+	size_t allreduce_rd_max;	/* bytes: recursive doubling up to this */
+	size_t allreduce_crossover;	/* bytes: halving-doubling up to this,
+					 * ring above */
+	size_t small_max;		/* bytes: tree/bruck/direct up to this,
+					 * pipelined algorithms above */
+	size_t segment;			/* bytes per pipelined message */
+	unsigned int window;		/* pipelined receives in flight */
+	int check;			/* 1: agreement round before each collective */
+};
+
+int nz_coll_get_tuning(struct nz_comm *comm, struct nz_coll_tuning *out);
+/* Returns -EINVAL for an algorithm a collective does not implement. */
+int nz_coll_set_tuning(struct nz_comm *comm, const struct nz_coll_tuning *t);
+/* The algorithm a collective of `bytes` would use (bytes as nezha-bench counts them). */
+enum nz_coll_algo nz_coll_select(struct nz_comm *comm, enum nz_coll coll,
+				 size_t bytes);
+/* "rd", "hd", "ring", ... (NULL for an invalid value); and the reverse. */
+const char *nz_coll_algo_name(enum nz_coll_algo algo);
+int nz_coll_algo_parse(const char *name, enum nz_coll_algo *out);
+const char *nz_coll_name(enum nz_coll coll);
+
+/* recvbuf[i] = OP over the ranks of sendbuf[i], on every rank. */
+int nz_allreduce(struct nz_comm *comm, const void *sendbuf, void *recvbuf,
+		 size_t count, enum nz_dtype dtype, enum nz_redop op);
+/* recvbuf = root's sendbuf on every rank (sendbuf is read at the root only). */
+int nz_broadcast(struct nz_comm *comm, const void *sendbuf, void *recvbuf,
+		 size_t count, enum nz_dtype dtype, int root);
+/* The root's recvbuf[i] = OP over the ranks of sendbuf[i] (recvbuf is
+ * used at the root only and may be NULL elsewhere). */
+int nz_reduce(struct nz_comm *comm, const void *sendbuf, void *recvbuf,
+	      size_t count, enum nz_dtype dtype, enum nz_redop op, int root);
+/* recvbuf (size * count elements) = every rank's sendbuf, in rank order. */
+int nz_allgather(struct nz_comm *comm, const void *sendbuf, void *recvbuf,
+		 size_t count, enum nz_dtype dtype);
+/* sendbuf holds size blocks of count elements; recvbuf (count) = OP over
+ * the ranks of block `rank`. */
+int nz_reduce_scatter(struct nz_comm *comm, const void *sendbuf,
+		      void *recvbuf, size_t count, enum nz_dtype dtype,
+		      enum nz_redop op);
+/* Block j of sendbuf (count elements each, size blocks) goes to rank j,
+ * which stores it as its block `rank` of recvbuf. */
+int nz_alltoall(struct nz_comm *comm, const void *sendbuf, void *recvbuf,
+		size_t count, enum nz_dtype dtype);
+/* Returns when every rank has entered it. */
+int nz_barrier(struct nz_comm *comm);
+
+/*
+ * Non-blocking forms: *req receives the request (NULL on failure).  The
+ * buffers belong to the collective until nz_coll_wait() or nz_coll_test()
+ * reports it finished.  -EBUSY when NZ_COLL_MAX_ACTIVE are in flight.
+ */
+int nz_iallreduce(struct nz_comm *comm, const void *sendbuf, void *recvbuf,
+		  size_t count, enum nz_dtype dtype, enum nz_redop op,
+		  struct nz_coll_request **req);
+int nz_ibroadcast(struct nz_comm *comm, const void *sendbuf, void *recvbuf,
+		  size_t count, enum nz_dtype dtype, int root,
+		  struct nz_coll_request **req);
+int nz_ireduce(struct nz_comm *comm, const void *sendbuf, void *recvbuf,
+	       size_t count, enum nz_dtype dtype, enum nz_redop op, int root,
+	       struct nz_coll_request **req);
+int nz_iallgather(struct nz_comm *comm, const void *sendbuf, void *recvbuf,
+		  size_t count, enum nz_dtype dtype,
+		  struct nz_coll_request **req);
+int nz_ireduce_scatter(struct nz_comm *comm, const void *sendbuf,
+		       void *recvbuf, size_t count, enum nz_dtype dtype,
+		       enum nz_redop op, struct nz_coll_request **req);
+int nz_ialltoall(struct nz_comm *comm, const void *sendbuf, void *recvbuf,
+		 size_t count, enum nz_dtype dtype,
+		 struct nz_coll_request **req);
+int nz_ibarrier(struct nz_comm *comm, struct nz_coll_request **req);
+
+/*
+ * Wait until req finishes, free it and return its outcome (0 or -errno).
+ * The wait is bounded: by the module's transfer timeout, and by the
+ * communicator's wait timeout (nz_comm_set_wait_timeout) as a limit on
+ * the time without any progress, which fails the collective with
+ * -ETIMEDOUT.  It returns only when no transfer of req can still touch
+ * its buffers.
+ */
+int nz_coll_wait(struct nz_coll_request *req);
+/* Advance; -EAGAIN while req runs, else free req and return its outcome. */
+int nz_coll_test(struct nz_coll_request *req);
+/* Advance every collective of comm without blocking; returns how many are
+ * still running, or -EINVAL. */
+int nz_coll_progress(struct nz_comm *comm);
 
 #ifdef __cplusplus
 }

@@ -55,7 +55,7 @@ else
 	say "--- 3. rank 1 receives (rank 0 prints the results) ---"
 fi
 out=$NZ_OUT/demo-bench.txt
-if nezha_bench "$out" "${NZ_DEMO_BENCH_TIMEOUT:-400}" -b 4K -e 16M -f 4 -n 3 -w 1 -W 4 --check -T 60; then
+if nezha_bench "$out" "${NZ_DEMO_BENCH_TIMEOUT:-400}" -b 4K -e 16M -f 4 -n 3 -w 1 -W 2 --check -T 150; then
 	ok "nezha-bench p2p (rank $NZ_NODE)"
 else
 	not_ok "nezha-bench p2p (rank $NZ_NODE)" "$(grep -v '^#' "$out" | tail -2 | tr '\n' ' ')"

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <glob.h>
+#include <sys/wait.h>
 #include "nezha.h"
 #include "tap.h"
 
@@ -355,12 +356,165 @@ static void test_peer_sysfs(struct nz_comm *c)
 	       good, n);
 }
 
+/*
+ * "drill SECONDS [T:COMMAND]...": rank 0 streams 2 MiB messages for
+ * SECONDS, then an empty one; rank 1 checks every byte of every message
+ * and measures the longest time between two completions (the failover
+ * gap as the receiver sees it).  Each COMMAND runs (sh -c) at T seconds
+ * after the communicator is up, on the rank whose command line has it.
+ * Exit status: 0 all intact and the stream ended normally; 1 otherwise.
+ */
+static int drill(struct nz_comm *c, int seconds, int nsched, char **sched)
+{
+	size_t len = 2u << 20, got = 0;
+	double t0 = now_s(), last, gap = 0, gap_at = 0;
+	uint64_t n = 0, bad = 0;
+	uint8_t *buf = malloc(len);
+	pid_t kid;
+	int ret = 0;
+
+	if (!buf)
+		return 1;
+	kid = fork();
+	if (kid == 0) {
+		for (int i = 0; i < nsched; i++) {
+			double at = atof(sched[i]);
+			char *cmd = strchr(sched[i], ':');
+
+			while (now_s() < t0 + at)
+				usleep(2000);
+			if (cmd && system(cmd + 1))
+				printf("# rank %d: '%s' failed\n", rank, cmd + 1);
+			else
+				printf("# rank %d: t=%.2f %s\n", rank, now_s() - t0,
+				       cmd ? cmd + 1 : "?");
+			fflush(stdout);
+		}
+		_exit(0);
+	}
+	last = now_s();
+	for (;;) {
+		if (rank == 0) {
+			size_t l = now_s() < t0 + seconds ? len : 0;
+
+			fill(buf, l, n);
+			ret = nz_send(c, buf, l, peer, 1);
+			if (ret || !l)
+				break;
+		} else {
+			ret = nz_recv(c, buf, len, peer, 1, &got);
+			if (ret || !got)
+				break;
+			if (check(buf, got, n) >= 0)
+				bad++;
+			if (now_s() - last > gap) {
+				gap = now_s() - last;
+				gap_at = now_s() - t0;
+			}
+			last = now_s();
+		}
+		n++;
+	}
+	waitpid(kid, NULL, 0);
+	printf("# rank %d: %" PRIu64 " messages of 2 MiB, %" PRIu64
+	       " corrupt, ended with %s; longest gap %.0f ms at t=%.1f s\n",
+	       rank, n, bad, ret ? strerror(-ret) : "the last message",
+	       gap * 1000, gap_at);
+	printf("gap_ms=%.0f\n", gap * 1000);
+	free(buf);
+	return ret || bad ? 1 : 0;
+}
+
+/*
+ * "gapmeter STOPFILE": rank 0 streams 64 KiB messages, 16 in flight, until
+ * STOPFILE exists, then an empty one; rank 1 receives them, 16 posted, and
+ * prints the longest time between two completions after the first second
+ * (gap_ms=).  The failover benchmark pulls a cable in the middle.
+ */
+static int gapmeter(struct nz_comm *c, const char *stop)
+{
+	enum { DEPTH = 16 };
+	size_t len = 64u << 10, got;
+	struct nz_request *req[DEPTH];
+	struct nz_status st;
+	uint8_t *buf = malloc(DEPTH * len);
+	double start = now_s(), last = start, gap = 0, deadline = start + 180;
+	uint64_t n = 0, bytes = 0;
+	int i, ret = 0, done = 0;
+
+	if (!buf)
+		return 1;
+	for (i = 0; i < DEPTH; i++) {
+		ret = rank == 0 ? nz_isend(c, buf + i * len, len, peer, 3, &req[i]) :
+			nz_irecv(c, buf + i * len, len, peer, 3, &req[i]);
+		if (ret)
+			return 1;
+	}
+	for (i = 0; !done && !ret; i = (i + 1) % DEPTH, n++) {
+		ret = nz_wait(req[i], &st);
+		if (ret || st.error) {
+			ret = ret ? ret : st.error;
+			break;
+		}
+		if (rank == 1) {
+			double t = now_s();
+
+			got = st.bytes;
+			if (!got) {
+				done = 1;
+				break;
+			}
+			bytes += got;
+			if (t - start > 1.0 && t - last > gap)
+				gap = t - last;
+			last = t;
+			ret = nz_irecv(c, buf + i * len, len, peer, 3, &req[i]);
+		} else {
+			bool end = !access(stop, F_OK) || now_s() > deadline;
+
+			ret = nz_isend(c, buf + i * len, end ? 0 : len, peer, 3,
+				       &req[i]);
+			done = end;
+		}
+	}
+	/* Rank 0: wait for what is still in flight, the empty one last. */
+	for (int k = 1; rank == 0 && !ret && k <= DEPTH; k++)
+		ret = nz_wait(req[(i + k - 1) % DEPTH], &st);
+	if (rank == 1)
+		printf("gap_ms=%.0f bytes=%" PRIu64 " messages=%" PRIu64 "\n",
+		       gap * 1000, bytes, n);
+	free(buf);
+	return ret ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct nz_comm *c;
 	int ret;
 
 	ret = nz_comm_init_env(&c);
+	if (argc == 3 && !strcmp(argv[1], "gapmeter")) {
+		if (ret) {
+			printf("# init: %s\n", nz_last_error());
+			return 1;
+		}
+		rank = nz_comm_rank(c);
+		peer = 1 - rank;
+		ret = gapmeter(c, argv[2]);
+		nz_comm_destroy(c);
+		return ret;
+	}
+	if (argc >= 3 && !strcmp(argv[1], "drill")) {
+		if (ret) {
+			printf("# init: %s\n", nz_last_error());
+			return 1;
+		}
+		rank = nz_comm_rank(c);
+		peer = 1 - rank;
+		ret = drill(c, atoi(argv[2]), argc - 3, argv + 3);
+		nz_comm_destroy(c);
+		return ret;
+	}
 	if (argc == 3 && !strcmp(argv[1], "stream")) {
 		if (ret) {
 			printf("# init: %s\n", nz_last_error());

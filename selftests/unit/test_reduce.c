@@ -583,7 +583,7 @@ static int t_reduce(int p, int impl)
 			     nz_reduce3(O.p, A.p, B.p, n, t, op), O.p, ca, cb);
 			memcpy(X.p, ca, bytes);
 			STEP("reduce(x=a,b)",
-			     nz_reduce(X.p, B.p, n, t, op), X.p, ca, cb);
+			     nz_reduce2(X.p, B.p, n, t, op), X.p, ca, cb);
 			memcpy(X.p, ca, bytes);
 			STEP("reduce3(x=a,x,b)",
 			     nz_reduce3(X.p, X.p, B.p, n, t, op), X.p, ca, cb);
@@ -595,7 +595,7 @@ static int t_reduce(int p, int impl)
 			     nz_reduce3(X.p, X.p, X.p, n, t, op), X.p, ca, ca);
 			memcpy(X.p, ca, bytes);
 			STEP("reduce(x=a,x)",
-			     nz_reduce(X.p, X.p, n, t, op), X.p, ca, ca);
+			     nz_reduce2(X.p, X.p, n, t, op), X.p, ca, ca);
 			memset(O.p, 0x5a, bytes);
 			STEP("reduce3(o,a,a)",
 			     nz_reduce3(O.p, A.p, A.p, n, t, op), O.p, ca, ca);
@@ -644,7 +644,7 @@ static int t_exact_buffers(int p, int q)
 						   (enum nz_redop)op, o, a, b,
 						   n, "exact reduce3");
 				memcpy(o, a, n * esz);
-				if (nz_reduce(o, b, n, (enum nz_dtype)t,
+				if (nz_reduce2(o, b, n, (enum nz_dtype)t,
 					      (enum nz_redop)op))
 					ok = 0;
 				ok &= check_result((enum nz_dtype)t,
@@ -706,11 +706,11 @@ static int run_cases(const struct fcase *cs, size_t n, const char *tag)
 		}
 		/* the 2-operand form, both operand orders */
 		memcpy(r, a, esz);
-		nz_reduce(r, b, 1, c->t, c->op);
+		nz_reduce2(r, b, 1, c->t, c->op);
 		if (!(c->flags & (ANY_NAN | QUIET_NAN)))
 			good = good && get_el(r, 0, esz) == c->want;
 		memcpy(r, b, esz);
-		nz_reduce(r, a, 1, c->t, c->op);
+		nz_reduce2(r, a, 1, c->t, c->op);
 		if (!(c->flags & (ANY_NAN | QUIET_NAN)) && c->op != NZ_MIN &&
 		    c->op != NZ_MAX)
 			good = good && get_el(r, 0, esz) == c->want;
@@ -1090,7 +1090,7 @@ static int t_f16c_vs_portable(int p, int q)
 		}
 		/* 2-operand (in-place) form through F16C */
 		memcpy(r2, a, n * 2);
-		nz_reduce(r2, b, n, NZ_FLOAT16, op);
+		nz_reduce2(r2, b, n, NZ_FLOAT16, op);
 		for (size_t i = 0; i < n; i++) {
 			if (r1[i] != r2[i] && !(f_isnan(&fmt_f16, r1[i]) &&
 						f_isnan(&fmt_f16, r2[i]))) {
@@ -1178,7 +1178,7 @@ static int t_avg(int p, int q)
 	return ok;
 }
 
-/* Fixed AVG cases, through nz_reduce(NZ_AVG) + nz_reduce_finish_avg(). */
+/* Fixed AVG cases, through nz_reduce2(NZ_AVG) + nz_reduce_finish_avg(). */
 static int t_avg_cases(int p, int q)
 {
 	static const struct {
@@ -1238,7 +1238,7 @@ static int t_avg_cases(int p, int q)
 
 		set_el(a, 0, esz, cs[i].a);
 		set_el(b, 0, esz, cs[i].b);
-		if (nz_reduce(a, b, 1, cs[i].t, NZ_AVG) ||
+		if (nz_reduce2(a, b, 1, cs[i].t, NZ_AVG) ||
 		    nz_reduce_finish_avg(a, 1, cs[i].t, cs[i].nr)) {
 			diag("case %zu: error", i);
 			ok = 0;
@@ -1291,12 +1291,12 @@ static int t_invalid(int p, int q)
 		}							\
 	} while (0)
 
-	EXPECT(nz_reduce(x, y, 4, NZ_DTYPE_COUNT, NZ_SUM), -EINVAL);
-	EXPECT(nz_reduce(x, y, 4, (enum nz_dtype)-1, NZ_SUM), -EINVAL);
-	EXPECT(nz_reduce(x, y, 4, (enum nz_dtype)1000, NZ_SUM), -EINVAL);
-	EXPECT(nz_reduce(x, y, 4, NZ_FLOAT32, NZ_REDOP_COUNT), -EINVAL);
-	EXPECT(nz_reduce(x, y, 4, NZ_FLOAT32, (enum nz_redop)-1), -EINVAL);
-	EXPECT(nz_reduce(x, y, 0, NZ_DTYPE_COUNT, NZ_SUM), -EINVAL);
+	EXPECT(nz_reduce2(x, y, 4, NZ_DTYPE_COUNT, NZ_SUM), -EINVAL);
+	EXPECT(nz_reduce2(x, y, 4, (enum nz_dtype)-1, NZ_SUM), -EINVAL);
+	EXPECT(nz_reduce2(x, y, 4, (enum nz_dtype)1000, NZ_SUM), -EINVAL);
+	EXPECT(nz_reduce2(x, y, 4, NZ_FLOAT32, NZ_REDOP_COUNT), -EINVAL);
+	EXPECT(nz_reduce2(x, y, 4, NZ_FLOAT32, (enum nz_redop)-1), -EINVAL);
+	EXPECT(nz_reduce2(x, y, 0, NZ_DTYPE_COUNT, NZ_SUM), -EINVAL);
 	EXPECT(nz_reduce3(x, x, y, 4, NZ_DTYPE_COUNT, NZ_MAX), -EINVAL);
 	EXPECT(nz_reduce3(x, x, y, 4, NZ_INT8, NZ_REDOP_COUNT), -EINVAL);
 	EXPECT(nz_reduce_finish_avg(x, 4, NZ_DTYPE_COUNT, 2), -EINVAL);
@@ -1304,26 +1304,26 @@ static int t_invalid(int p, int q)
 	EXPECT(nz_reduce_finish_avg(x, 4, NZ_FLOAT32, 0), -EINVAL);
 	EXPECT(nz_reduce_finish_avg(x, 0, NZ_FLOAT32, 0), -EINVAL);
 	/* NULL buffers: fine with count 0 only */
-	EXPECT(nz_reduce(NULL, NULL, 0, NZ_FLOAT32, NZ_SUM), 0);
+	EXPECT(nz_reduce2(NULL, NULL, 0, NZ_FLOAT32, NZ_SUM), 0);
 	EXPECT(nz_reduce3(NULL, NULL, NULL, 0, NZ_INT64, NZ_PROD), 0);
 	EXPECT(nz_reduce_finish_avg(NULL, 0, NZ_INT8, 3), 0);
-	EXPECT(nz_reduce(NULL, y, 4, NZ_FLOAT32, NZ_SUM), -EINVAL);
-	EXPECT(nz_reduce(x, NULL, 4, NZ_FLOAT32, NZ_SUM), -EINVAL);
+	EXPECT(nz_reduce2(NULL, y, 4, NZ_FLOAT32, NZ_SUM), -EINVAL);
+	EXPECT(nz_reduce2(x, NULL, 4, NZ_FLOAT32, NZ_SUM), -EINVAL);
 	EXPECT(nz_reduce3(x, y, NULL, 4, NZ_FLOAT32, NZ_SUM), -EINVAL);
 	EXPECT(nz_reduce3(NULL, x, y, 4, NZ_FLOAT32, NZ_SUM), -EINVAL);
 	EXPECT(nz_reduce_finish_avg(NULL, 4, NZ_FLOAT32, 2), -EINVAL);
 	/* count * size overflow (wraps to 4 bytes) */
-	EXPECT(nz_reduce(x, y, SIZE_MAX / 4 + 2, NZ_FLOAT32, NZ_SUM), -EINVAL);
+	EXPECT(nz_reduce2(x, y, SIZE_MAX / 4 + 2, NZ_FLOAT32, NZ_SUM), -EINVAL);
 	EXPECT(nz_reduce3(x, x, y, SIZE_MAX / 2 + 2, NZ_FLOAT64, NZ_MIN),
 	       -EINVAL);
 	/* partially overlapping output and input */
-	EXPECT(nz_reduce(x + 1, x, 3, NZ_FLOAT32, NZ_SUM), -EINVAL);
-	EXPECT(nz_reduce(x, x + 1, 3, NZ_FLOAT32, NZ_SUM), -EINVAL);
+	EXPECT(nz_reduce2(x + 1, x, 3, NZ_FLOAT32, NZ_SUM), -EINVAL);
+	EXPECT(nz_reduce2(x, x + 1, 3, NZ_FLOAT32, NZ_SUM), -EINVAL);
 	EXPECT(nz_reduce3(x + 1, y, x, 3, NZ_FLOAT32, NZ_SUM), -EINVAL);
 	EXPECT(nz_reduce3((char *)x + 1, y, x, 3, NZ_INT8, NZ_SUM), -EINVAL);
-	EXPECT(nz_reduce((char *)x, (char *)x + 2, 3, NZ_INT8, NZ_SUM),
+	EXPECT(nz_reduce2((char *)x, (char *)x + 2, 3, NZ_INT8, NZ_SUM),
 	       -EINVAL);	/* last byte of out is first of in */
-	EXPECT(nz_reduce((char *)x + 2, (char *)x, 3, NZ_INT8, NZ_MAX),
+	EXPECT(nz_reduce2((char *)x + 2, (char *)x, 3, NZ_INT8, NZ_MAX),
 	       -EINVAL);
 	if (memcmp(x, keep, sizeof(x))) {
 		diag("a failing call wrote its output");
@@ -1340,7 +1340,7 @@ static int t_invalid(int p, int q)
 		}
 	}
 	/* adjacent (touching) buffers are not overlapping */
-	EXPECT(nz_reduce(x, x + 2, 2, NZ_FLOAT32, NZ_SUM), 0);
+	EXPECT(nz_reduce2(x, x + 2, 2, NZ_FLOAT32, NZ_SUM), 0);
 	if (x[0] != 4 || x[1] != 6) {
 		diag("adjacent buffers: %g %g", x[0], x[1]);
 		ok = 0;

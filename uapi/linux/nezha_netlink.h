@@ -18,14 +18,26 @@
  * NZ_CMD_RAIL_ADD (CAP_NET_ADMIN)
  *   request: NZ_A_RAIL_NAME    string  1..15 chars [A-Za-z0-9_.-], unique
  *            NZ_A_RAIL_PROTO   u32     enum nz_rail_proto
- *            NZ_A_RAIL_DEV     string  netdev (TCP) or IB device (RDMA)
+ *            NZ_A_RAIL_DEV     string  netdev (TCP) or RDMA device (RDMA,
+ *                                      up to 63 chars); RDMA: optional when
+ *                                      NZ_A_RAIL_NETDEV is given
+ *            NZ_A_RAIL_NETDEV  string  RDMA only, optional: the netdev
+ *                                      whose RDMA device (RoCE) to use
+ *            NZ_A_RAIL_IBPORT  u32     RDMA only, optional: device port,
+ *                                      1..NZ_MAX_IBPORT (default: the
+ *                                      netdev's port, else the first)
+ *            NZ_A_RAIL_GID_INDEX u32   RDMA only, optional: the rail uses
+ *                                      the IPv4 address of this GID entry
  *            NZ_A_RAIL_ADDR    be32    optional: IPv4 address to listen on
- *                                      (default: the device's first one)
- *            NZ_A_RAIL_PORT    u16     optional: TCP port (NZ_DEFAULT_PORT)
+ *                                      (default: the netdev's first one)
+ *            NZ_A_RAIL_PORT    u16     optional: TCP port, or rdma_cm port
+ *                                      (RDMA_PS_TCP) of an RDMA rail
+ *                                      (NZ_DEFAULT_PORT)
  *            NZ_A_RAIL_WEIGHT  u32     optional: 0..NZ_MAX_WEIGHT (100)
  *   errors: -EEXIST name taken, -ENODEV no such device, -EADDRNOTAVAIL
  *           address not on the device, -ENOSPC NZ_MAX_RAILS reached,
- *           -EPROTONOSUPPORT protocol not built in, -EINVAL bad attribute.
+ *           -EPROTONOSUPPORT protocol's module not loaded (nezha_rdma),
+ *           -EOPNOTSUPP device unfit (iWARP), -EINVAL bad attribute.
  *
  * NZ_CMD_RAIL_DEL (CAP_NET_ADMIN)
  *   request: NZ_A_RAIL_NAME; connections on the rail are closed.
@@ -39,13 +51,38 @@
  *   reply:   NZ_A_RAIL_NAME, NZ_A_RAIL_ID u32, NZ_A_RAIL_PROTO,
  *            NZ_A_RAIL_DEV, NZ_A_RAIL_IFINDEX u32, NZ_A_RAIL_ADDR,
  *            NZ_A_RAIL_PORT, NZ_A_RAIL_WEIGHT, NZ_A_RAIL_STATE u32
- *            (enum nz_rail_state), NZ_A_RAIL_STATS nested NZ_RSTAT_* u64
+ *            (enum nz_rail_state), NZ_A_RAIL_STATS nested NZ_RSTAT_* u64,
+ *            NZ_A_RAIL_NETDEV; RDMA rails also NZ_A_RAIL_IBPORT and, when
+ *            configured, NZ_A_RAIL_GID_INDEX
+ *
+ * NZ_CMD_HEALTH_GET (doit, no attributes) / NZ_CMD_HEALTH_SET (CAP_NET_ADMIN)
+ *            NZ_A_HB_INTERVAL_MS u32   heartbeat period per connection,
+ *                                      1..10000 (default 10)
+ *            NZ_A_HB_MISSES     u32    silent periods before a connection
+ *                                      is declared dead, 2..100 (default 5)
+ *            NZ_A_GRACE_MS      u32    how long transfers wait with no
+ *                                      connection to their peer before
+ *                                      failing with -ENETDOWN,
+ *                                      0..3600000 (default 5000)
+ *   SET takes any subset; GET replies with all three.
+ *
+ * NZ_CMD_EVENT (kernel -> user, multicast group NZ_GENL_MCGRP_EVENTS)
+ *            NZ_A_EV_TYPE       u32    enum nz_event_type
+ *            NZ_A_RAIL_NAME     string the rail
+ *            NZ_A_EV_JOB        u64    job id of the communicator
+ *            NZ_A_EV_RANK       u32    this communicator's rank
+ *            NZ_A_EV_PEER       u32    the peer's rank
+ *            NZ_A_EV_ERROR      u32    the errno (positive) that caused it
+ *            NZ_A_EV_RESENT     u32    chunks moved to other connections
  */
 #ifndef _UAPI_LINUX_NEZHA_NETLINK_H
 #define _UAPI_LINUX_NEZHA_NETLINK_H
 
 #define NZ_GENL_NAME		"nezha"
 #define NZ_GENL_VERSION		1
+
+#define NZ_MAX_IBPORT		255	/* NZ_A_RAIL_IBPORT */
+#define NZ_MAX_GID_INDEX	65535	/* NZ_A_RAIL_GID_INDEX */
 
 enum nz_genl_cmd {
 	NZ_CMD_UNSPEC,
@@ -54,6 +91,9 @@ enum nz_genl_cmd {
 	NZ_CMD_RAIL_DEL,
 	NZ_CMD_RAIL_SET,
 	NZ_CMD_RAIL_GET,
+	NZ_CMD_HEALTH_GET,
+	NZ_CMD_HEALTH_SET,
+	NZ_CMD_EVENT,
 	__NZ_CMD_GENL_MAX,
 };
 #define NZ_CMD_GENL_MAX (__NZ_CMD_GENL_MAX - 1)
@@ -78,6 +118,18 @@ enum nz_genl_attr {
 	NZ_A_RAIL_STATE,	/* u32: enum nz_rail_state */
 	NZ_A_RAIL_ADMIN,	/* u8: 1 up, 0 down */
 	NZ_A_RAIL_STATS,	/* nested: enum nz_rail_stat */
+	NZ_A_HB_INTERVAL_MS,	/* u32 */
+	NZ_A_HB_MISSES,		/* u32 */
+	NZ_A_GRACE_MS,		/* u32 */
+	NZ_A_EV_TYPE,		/* u32: enum nz_event_type */
+	NZ_A_EV_JOB,		/* u64 */
+	NZ_A_EV_RANK,		/* u32 */
+	NZ_A_EV_PEER,		/* u32 */
+	NZ_A_EV_ERROR,		/* u32 */
+	NZ_A_EV_RESENT,		/* u32 */
+	NZ_A_RAIL_NETDEV,	/* string */
+	NZ_A_RAIL_IBPORT,	/* u32 */
+	NZ_A_RAIL_GID_INDEX,	/* u32 */
 	__NZ_A_MAX,
 };
 #define NZ_A_MAX (__NZ_A_MAX - 1)
@@ -96,6 +148,14 @@ enum nz_genl_stat {
 };
 #define NZ_STAT_MAX (__NZ_STAT_MAX - 1)
 
+#define NZ_GENL_MCGRP_EVENTS	"events"
+
+enum nz_event_type {
+	NZ_EV_CONN_DOWN = 1,	/* a (peer, rail) connection failed */
+	NZ_EV_CONN_UP = 2,	/* a (peer, rail) connection is (back) up */
+	NZ_EV_PEER_LOST = 3,	/* no connection to a peer for the grace */
+};
+
 /* Attributes nested in NZ_A_RAIL_STATS, each a u64 counter. */
 enum nz_rail_stat {
 	NZ_RSTAT_UNSPEC,
@@ -107,6 +167,8 @@ enum nz_rail_stat {
 	NZ_RSTAT_ERRORS,	/* connections closed on an error */
 	NZ_RSTAT_HS_REFUSED,	/* handshakes refused (bad secret, ...) */
 	NZ_RSTAT_CONNS,		/* connections currently up */
+	NZ_RSTAT_FAILOVERS,	/* connections lost and rerouted */
+	NZ_RSTAT_RESENT,	/* chunks moved to other connections */
 	__NZ_RSTAT_MAX,
 };
 #define NZ_RSTAT_MAX (__NZ_RSTAT_MAX - 1)

@@ -1,0 +1,51 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make bench-rdma: one Nezha transfer over a TCP rail and an RDMA rail
+# (Soft-RoCE) at once, against each rail alone, in one run on the same 2
+# QEMU guests (selftests/guest/bench_rdma.sh; Documentation/rdma.rst).
+#
+# usage: scripts/bench-rdma.sh
+# environment: NZ_TCP_RATE and NZ_RDMA_RATE (auto: 40mbit and 20mbit, both
+# scaled down when the guests' CPU could not carry them at once),
+# NZ_RDMA_MTU (4200; 1500: no jumbo frames), NZ_BENCH_SECS (10 s per raw
+# measurement), NZ_BENCH_SIZE (64M), NZ_BENCH_ITERS (2),
+# NZ_BENCH_TIMEOUT (1500 s for the whole run), NZ_OUT (build/bench-rdma).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+out=${NZ_OUT:-build/bench-rdma}
+mtu=${NZ_RDMA_MTU:-4200}
+mkdir -p "$out"
+out=$(realpath "$out")
+
+# On the host side, rail 1's bridge and taps carry the RDMA NIC's jumbo
+# frames (vm.sh runs this in the rails' namespace as the guests boot).
+cat >"$out/host-mtu.sh" <<EOS
+#!/bin/bash
+ip link set nzbr1 mtu $((mtu > 1500 ? mtu : 1500))
+for g in 0 1; do ip link set "tap-g\$g-r1" mtu $((mtu > 1500 ? mtu : 1500)); done
+EOS
+chmod +x "$out/host-mtu.sh"
+
+selftests/qemu/vm.sh -n 2 -r 2 -t "${NZ_BENCH_TIMEOUT:-1500}" -o "$out" \
+	-H "$out/host-mtu.sh" selftests/guest/bench_rdma.sh \
+	--tcp-rate "${NZ_TCP_RATE:-auto}" --rdma-rate "${NZ_RDMA_RATE:-auto}" \
+	--mtu "$mtu" --secs "${NZ_BENCH_SECS:-10}" \
+	--size "${NZ_BENCH_SIZE:-64M}" --iters "${NZ_BENCH_ITERS:-2}"
+rc=$?
+
+res=$out/guest0.out/bench_rdma.results
+if [ -s "$res" ]; then
+	get() { awk -F= -v k="$1" '$1 == k && $2 != "" { v = $2 } END { print (v == "" ? "-" : v) }' "$res"; }
+	echo "# summary, Mbit/s (rails shaped: TCP $(get tcp_rate), RDMA $(get rdma_rate) at MTU $(get rdma_mtu);" \
+		"unshaped ceilings: TCP $(get tcp_ceiling), rxe $(get rxe_ceiling)):"
+	echo "#   alone: TCP $(get tcp_alone) (iperf3), RDMA $(get rdma_alone) (ib_send_bw), sum $(get sum_alone);" \
+		"both tools at once $(get parallel)"
+	echo "#   Nezha: TCP alone $(get nezha_tcp_alone), RDMA alone $(get nezha_rdma_alone), both $(get nezha_both)" \
+		"(weights 100:100: $(get nezha_both_default_weights))"
+	echo "# ratios: Nezha both / sum of the rails alone $(get ratio_sum)," \
+		"Nezha both / sum of Nezha on each rail $(get ratio_nezha_sum)"
+fi
+echo "# details: $out/guest0.result (rank 0), $out/guest0.out/*.txt"
+exit $rc

@@ -1,0 +1,120 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Failover benchmark (issue 6), 2 guests x 2 rails of 40 Mbit/s.  For each
+# system a stream flows from guest 0 to guest 1 while the host pulls one
+# rail's cable on both guests (bench_failover_host.sh); guest 1 measures
+# the longest gap in what it receives.  NZ_DRILLS drills per system:
+#   nezha     nz_p2p gapmeter over both rails            (rail0 cut)
+#   mptcp     one MPTCP connection, one subflow per rail (initial subflow's
+#             rail cut)
+#   bonding   active-backup, miimon=100, over both rails (active slave cut)
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/bench_lib.sh"
+DRILLS=${1:-20}
+RATE=${NZ_RATE:-40mbit}
+GAP=$NZ_TOP/tools/gap_tcp.py
+k=0
+peer0=10.77.0.1 peer1=10.77.0.2
+
+fbarrier() {	# fbarrier NAME: both guests reached NAME (files in NZ_RUN)
+	touch "$NZ_RUN/at.$1.$NZ_NODE"
+	for i in $(seq 600); do
+		[ -e "$NZ_RUN/at.$1.0" ] && [ -e "$NZ_RUN/at.$1.1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# drill SYSTEM RAIL-TO-CUT RECV-CMD... -- SEND-CMD...
+gaps=()
+drill() {
+	local sys=$1 cut=$2 out=$NZ_OUT/$1.$k.txt recv=() send=()
+	shift 2
+	while [ "$1" != -- ]; do recv+=("$1"); shift; done
+	shift
+	send=("$@")
+	fbarrier "start.$k" || { say "barrier start.$k timed out"; return 1; }
+	if [ "$NZ_NODE" = 1 ]; then
+		timeout 200 "${recv[@]}" > "$out" 2>&1
+		cat "$out" > "$NZ_RUN/gap.$k"
+	else
+		timeout 200 "${send[@]}" > "$out" 2>&1 &
+		local pid=$!
+		sleep 2			# flowing, and past the gap meter's first second
+		echo "$cut" > "$NZ_RUN/ready.$k"
+		wait $pid
+	fi
+	fbarrier "end.$k"
+	local g
+	g=$(grep -o 'gap_ms=[0-9]*' "$NZ_RUN/gap.$k" 2>/dev/null | cut -d= -f2)
+	gaps+=("${g:-999999}")
+	k=$((k + 1))
+}
+
+summary() {	# summary SYSTEM: median and max of the gaps collected
+	local sorted n
+	sorted=$(printf '%s\n' "${gaps[@]}" | sort -n)
+	n=${#gaps[@]}
+	echo "$1 $n $(echo "$sorted" | sed -n "$(( (n + 1) / 2 ))p") $(echo "$sorted" | tail -1) $(echo $sorted)" >> "$NZ_OUT/summary"
+	say "$1: $n drills, gap median $(echo "$sorted" | sed -n "$(( (n + 1) / 2 ))p") ms, max $(echo "$sorted" | tail -1) ms: $(echo $sorted)"
+	gaps=()
+}
+
+modprobe -q sch_tbf; modprobe -q bonding
+shape_rails "$RATE"
+nezha_up > /dev/null 2>&1 || say "nezha set-up failed"
+
+# 1. Nezha
+export MASTER_ADDR=$peer0 WORLD_SIZE=2 RANK=$NZ_NODE NEZHA_TIMEOUT_MS=60000
+for ((i = 0; i < DRILLS; i++)); do
+	port=$((29700 + k))
+	drill nezha r0 env MASTER_PORT=$port "$NZ_BIN/guest/nz_p2p" gapmeter "$NZ_RUN/stop.$k" -- \
+		env MASTER_PORT=$port "$NZ_BIN/guest/nz_p2p" gapmeter "$NZ_RUN/stop.$k"
+	# Next drill on a healthy job: wait for rail0 to be re-admitted.
+	sleep 1
+done
+summary nezha
+rmmod nezha 2>/dev/null
+
+# 2. MPTCP, one subflow per rail
+mptcp_wrapper
+if [ "$NZ_NODE" = 0 ]; then mptcp_setup client; else mptcp_setup server; fi > /dev/null 2>&1
+for ((i = 0; i < DRILLS; i++)); do
+	port=$((5300 + k))
+	drill mptcp r0 "${MPTCP_RUN[@]}" python3 "$GAP" server $peer1 $port "$NZ_RUN/stop.$k" -- \
+		"${MPTCP_RUN[@]}" python3 "$GAP" client $peer1 $port "$NZ_RUN/stop.$k"
+	sleep 1
+done
+summary mptcp
+
+# 3. Bonding, active-backup, miimon=100
+ip link add bond0 type bond mode active-backup miimon 100
+for ifc in $NZ_IFS; do
+	ip link set "$ifc" down
+	ip addr flush dev "$ifc"
+	ip link set "$ifc" master bond0
+done
+ip link set bond0 up
+ip addr add "10.79.0.$((NZ_NODE + 1))/24" dev bond0
+sleep 2
+for ((i = 0; i < DRILLS; i++)); do
+	port=$((5400 + k))
+	active=$(cat /sys/class/net/bond0/bonding/active_slave)
+	drill bonding "r${active#rail}" python3 "$GAP" server 10.79.0.2 $port "$NZ_RUN/stop.$k" -- \
+		python3 "$GAP" client 10.79.0.2 $port "$NZ_RUN/stop.$k"
+	sleep 1
+done
+summary bonding
+touch "$NZ_RUN/finished"
+
+if [ "$NZ_NODE" = 1 ]; then
+	say "failover gap, receiver side, ms (cable pulled on both ends, $DRILLS drills each):"
+	say "$(printf '%-8s %6s %8s %8s' system drills median max)"
+	while read -r sys n med max rest; do
+		say "$(printf '%-8s %6s %8s %8s' "$sys" "$n" "$med" "$max")"
+	done < "$NZ_OUT/summary"
+	read -r _ _ med max _ < <(grep '^nezha' "$NZ_OUT/summary")
+	[ "$med" -le 50 ] && ok "nezha: median gap <= 50 ms ($med)" || not_ok "nezha: median gap <= 50 ms ($med)"
+	[ "$max" -le 200 ] && ok "nezha: max gap <= 200 ms ($max)" || not_ok "nezha: max gap <= 200 ms ($max)"
+fi
+exit 0

@@ -1,0 +1,107 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Fault drills (2 guests, 2 rails).  Rank 0 (guest 0) streams 2 MiB
+# messages to rank 1 (guest 1), which checks every byte; during the stream
+# rail1 is broken in a different way in each drill.  Every drill must end
+# with every byte intact, the failover counted, and the rail back in use.
+#
+#   guest 0 ==rail0== guest 1          faults hit rail1 only, except in the
+#           ==rail1==                  "no rail left" drills
+. "$(dirname "$0")/lib.sh"
+CTL=$NZ_BIN/tools/nezhactl
+SYS=/sys/class/nezha
+P2P=$NZ_BIN/guest/nz_p2p
+export MASTER_ADDR=10.77.0.1 RANK=$NZ_NODE WORLD_SIZE=$NZ_NODES NEZHA_TIMEOUT_MS=60000
+port=29600
+
+modprobe -q sch_netem
+check "insmod" nz_load
+check "rail add r0" "$CTL" rail add r0 proto tcp dev rail0
+check "rail add r1" "$CTL" rail add r1 proto tcp dev rail1
+check "health defaults detect in <= 50 ms" \
+	sh -c "$CTL health | grep -q 'dead after 50 ms'"
+"$CTL" monitor > "$NZ_OUT/monitor.log" 2>&1 &
+monitor=$!
+
+stat() { cat "$SYS/rail-$1/stats/$2"; }
+
+# drill NAME SECONDS [T:CMD ...] -- the commands run on guest FAULT_NODE
+# only; every guest runs the stream.  Checks integrity, a failover on r1,
+# and that r1 carried traffic again after the fault was lifted.
+drill() {
+	local name=$1 secs=$2 out=$NZ_OUT/drill-$port.log rc f0 f1 b0 b1
+	shift 2
+	f0=$(stat r1 failovers)
+	local cmds=()
+	[ "$NZ_NODE" = "$FAULT_NODE" ] && cmds=("$@")
+	cmds+=("$((secs - 4)):cat $SYS/rail-r1/stats/bytes_$DIR > $NZ_OUT/b0")
+	cmds+=("$((secs - 1)):cat $SYS/rail-r1/stats/bytes_$DIR > $NZ_OUT/b1")
+	MASTER_PORT=$port "$P2P" drill "$secs" "${cmds[@]}" > "$out" 2>&1
+	rc=$?
+	port=$((port + 1))
+	grep -E '^# rank' "$out" | sed "s/^/# $name: /"
+	grep -o 'gap_ms=[0-9]*' "$out" | sed "s/^/# $name: /"
+	[ $rc = 0 ] && ok "$name: stream intact" || not_ok "$name: stream intact" "rc $rc"
+	f1=$(stat r1 failovers)
+	[ "$f1" -gt "$f0" ] && ok "$name: failover counted on r1 ($f0 -> $f1)" ||
+		not_ok "$name: failover counted on r1" "$f0 -> $f1"
+	b0=$(cat "$NZ_OUT/b0" 2>/dev/null || echo 0)
+	b1=$(cat "$NZ_OUT/b1" 2>/dev/null || echo 0)
+	[ "$b1" -gt "$b0" ] && ok "$name: r1 re-admitted, carrying traffic again" ||
+		not_ok "$name: r1 re-admitted, carrying traffic again" "bytes $b0 -> $b1"
+}
+
+[ "$NZ_NODE" = 0 ] && DIR=tx || DIR=rx
+FAULT_NODE=0 drill "link down, sender side" 16 \
+	"3:ip link set rail1 down" "5:ip link set rail1 up"
+FAULT_NODE=1 drill "link down, receiver side" 16 \
+	"3:ip link set rail1 down" "5:ip link set rail1 up"
+FAULT_NODE=$NZ_NODE drill "blackhole, link up (100% loss)" 16 \
+	"3:tc qdisc add dev rail1 root netem loss 100%" "5:tc qdisc del dev rail1 root"
+flaps=()
+for t in 2.0 2.3 2.6 2.9 3.2 3.5 3.8 4.1 4.4 4.7; do
+	flaps+=("$t:ip link set rail1 down" "$(awk "BEGIN { print $t + 0.15 }"):ip link set rail1 up")
+done
+FAULT_NODE=0 drill "rail flapping every 300 ms" 24 "${flaps[@]}"
+FAULT_NODE=0 drill "nezhactl rail set down/up" 16 \
+	"3:$CTL rail set r1 down" "5:$CTL rail set r1 up"
+
+# No rail left, back within the grace period: the stream survives.
+f0=$(stat r0 failovers)
+cmds=()
+[ "$NZ_NODE" = 0 ] && cmds=("3:ip link set rail0 down; ip link set rail1 down"
+			    "5:ip link set rail0 up; ip link set rail1 up")
+MASTER_PORT=$port "$P2P" drill 12 "${cmds[@]}" > "$NZ_OUT/nograce.log" 2>&1
+rc=$?
+port=$((port + 1))
+grep -E '^# rank' "$NZ_OUT/nograce.log" | sed 's/^/# every rail down 2 s: /'
+[ $rc = 0 ] && ok "every rail down for 2 s (< grace): stream intact" ||
+	not_ok "every rail down for 2 s (< grace): stream intact" "rc $rc"
+
+# No rail left beyond the grace period: an error, not a hang.
+check "health set grace 1000" "$CTL" health set grace 1000
+start=$(date +%s)
+cmds=()
+[ "$NZ_NODE" = 0 ] && cmds=("3:ip link set rail0 down; ip link set rail1 down"
+			    "9:ip link set rail0 up; ip link set rail1 up")
+MASTER_PORT=$port "$P2P" drill 30 "${cmds[@]}" > "$NZ_OUT/grace.log" 2>&1
+rc=$?
+took=$(( $(date +%s) - start ))
+port=$((port + 1))
+grep -E '^# rank' "$NZ_OUT/grace.log" | sed 's/^/# every rail down 6 s: /'
+if [ $rc != 0 ] && grep -q 'Network is down' "$NZ_OUT/grace.log" && [ $took -lt 20 ]; then
+	ok "every rail down beyond grace: ENETDOWN after ${took} s, no hang"
+else
+	not_ok "every rail down beyond grace: ENETDOWN, no hang" "rc $rc after $took s"
+fi
+check "health set grace 5000" "$CTL" health set grace 5000
+
+kill $monitor 2>/dev/null
+wait $monitor 2>/dev/null
+sed 's/^/# monitor: /' "$NZ_OUT/monitor.log" | head -12
+check "nezhactl monitor printed failovers and re-admissions" \
+	sh -c "grep -q 'rail r1 .*: down' $NZ_OUT/monitor.log && grep -q 'rail r1 .*: up' $NZ_OUT/monitor.log"
+check "one log line per failover" sh -c "dmesg | grep -q 'rail r1: path to rank'"
+check "no transfer left in flight" test "$(cat $SYS/nezha/inflight)" = 0
+check "rmmod after all of it" nz_unload
+tap_done

@@ -1,0 +1,354 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Guest test of the collectives over the module's rails: one process per
+ * rank, set up from the environment (MASTER_ADDR, MASTER_PORT, RANK,
+ * WORLD_SIZE), several ranks per guest allowed.  Each rank prints TAP.
+ *
+ *   nz_coll suite [BIG]   every collective, sizes 0, 1, odd (1001) and
+ *                         prime (65537 elements), in place and out of
+ *                         place, checked against a reference; allreduce
+ *                         of BIG bytes in place (default 64 MiB, 0: skip);
+ *                         two non-blocking allreduces at once; arguments
+ *                         that differ between ranks (error, then the
+ *                         communicator still works)
+ *   nz_coll exit          the last rank leaves after a barrier; the others
+ *                         must get an error from their next collectives,
+ *                         well before the transfer timeout
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "nezha.h"
+#include "tap.h"
+#include "unit/test_coll_ref.h"
+
+static int rank, size;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int is_reduction(enum nz_coll c)
+{
+	return c == NZ_COLL_ALLREDUCE || c == NZ_COLL_REDUCE || c == NZ_COLL_REDUCE_SCATTER;
+}
+
+static int call(struct nz_comm *c, enum nz_coll coll, const void *sb, void *rb,
+		size_t count, enum nz_dtype dt, enum nz_redop op, int root)
+{
+	switch (coll) {
+	case NZ_COLL_ALLREDUCE: return nz_allreduce(c, sb, rb, count, dt, op);
+	case NZ_COLL_BROADCAST: return nz_broadcast(c, sb, rb, count, dt, root);
+	case NZ_COLL_REDUCE: return nz_reduce(c, sb, rb, count, dt, op, root);
+	case NZ_COLL_ALLGATHER: return nz_allgather(c, sb, rb, count, dt);
+	case NZ_COLL_REDUCE_SCATTER: return nz_reduce_scatter(c, sb, rb, count, dt, op);
+	case NZ_COLL_ALLTOALL: return nz_alltoall(c, sb, rb, count, dt);
+	default: return nz_barrier(c);
+	}
+}
+
+/*
+ * One collective, checked.  Returns 0, the collective's error, or
+ * -EBADMSG with *wrong elements that differ from the reference.
+ */
+static int one(struct nz_comm *c, enum nz_coll coll, size_t count, enum nz_dtype dt,
+	       enum nz_redop op, int root, int inplace, long *wrong)
+{
+	size_t es = nz_dtype_size(dt), n = (size_t)size, sn = count, rn = count;
+	int gop = is_reduction(coll) ? (int)op : -1, ret;
+	unsigned char *sbuf, *rbuf, *snd, *rcv, want[8];
+	size_t check = 0, off = 0;
+
+	if (coll == NZ_COLL_ALLGATHER)
+		rn = n * count;
+	else if (coll == NZ_COLL_REDUCE_SCATTER)
+		sn = n * count;
+	else if (coll == NZ_COLL_ALLTOALL)
+		sn = rn = n * count;
+	sbuf = malloc(sn * es + 8);
+	rbuf = malloc(rn * es + 8);
+	if (!sbuf || !rbuf) {
+		free(sbuf);
+		free(rbuf);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < sn; i++)
+		gen(sbuf + i * es, dt, gop, rank, i);
+	memset(rbuf, 0xa5, rn * es);
+	snd = sbuf;
+	rcv = rbuf;
+	if (inplace) {
+		switch (coll) {
+		case NZ_COLL_ALLGATHER:
+			memcpy(rbuf + (size_t)rank * count * es, sbuf, count * es);
+			snd = rbuf + (size_t)rank * count * es;
+			break;
+		case NZ_COLL_REDUCE_SCATTER:
+			rcv = sbuf + (size_t)rank * count * es;
+			break;
+		case NZ_COLL_BROADCAST:
+			memcpy(rbuf, sbuf, count * es);
+			snd = rbuf;
+			break;
+		default:
+			rcv = sbuf;
+			break;
+		}
+	}
+	ret = call(c, coll, snd, rcv, count, dt, op, root);
+	*wrong = 0;
+	if (!ret && coll != NZ_COLL_BARRIER && !(coll == NZ_COLL_REDUCE && rank != root))
+		check = rn;
+	if (coll == NZ_COLL_REDUCE_SCATTER)
+		off = (size_t)rank * count;
+	for (size_t i = 0; i < check; i++) {
+		switch (coll) {
+		case NZ_COLL_ALLREDUCE:
+		case NZ_COLL_REDUCE:
+		case NZ_COLL_REDUCE_SCATTER:
+			ref(want, dt, op, size, off + i, NULL);
+			break;
+		case NZ_COLL_BROADCAST:
+			gen(want, dt, -1, root, i);
+			break;
+		case NZ_COLL_ALLGATHER:
+			gen(want, dt, -1, (int)(i / count), i % count);
+			break;
+		default:	/* alltoall: block j came from rank j */
+			gen(want, dt, -1, (int)(i / count), (size_t)rank * count + i % count);
+			break;
+		}
+		*wrong += memcmp(want, rcv + i * es, es) != 0;
+	}
+	free(sbuf);
+	free(rbuf);
+	return ret ? ret : *wrong ? -EBADMSG : 0;
+}
+
+static void test_matrix(struct nz_comm *c)
+{
+	static const size_t sizes[] = { 0, 1, 1001, 65537 };
+	static const struct { enum nz_dtype dt; enum nz_redop op; } combos[] = {
+		{ NZ_FLOAT32, NZ_SUM }, { NZ_INT32, NZ_MAX }, { NZ_BFLOAT16, NZ_AVG },
+		{ NZ_UINT8, NZ_PROD }, { NZ_FLOAT64, NZ_MIN }, { NZ_FLOAT16, NZ_SUM },
+		{ NZ_INT64, NZ_AVG },
+	};
+	unsigned int rot = 0;
+
+	for (int coll = 0; coll < NZ_COLL_COUNT; coll++) {
+		char why[200] = "";
+		int cases = 0, bad = 0;
+		double t = now_s();
+
+		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+			for (int inplace = 0; inplace < 2; inplace++) {
+				enum nz_dtype dt = combos[rot % 7].dt;
+				enum nz_redop op = combos[rot % 7].op;
+				int root = (int)((si * 2 + (size_t)inplace) % (size_t)size), ret;
+				long wrong;
+
+				rot++;
+				ret = one(c, (enum nz_coll)coll, sizes[si], dt, op, root, inplace, &wrong);
+				cases++;
+				if (ret) {
+					bad++;
+					if (!why[0])
+						snprintf(why, sizeof(why), ": count %zu %s %s/%s: %s (%s)",
+							 sizes[si], inplace ? "in place" : "out of place",
+							 nz_dtype_name(dt), nz_redop_name(op), strerror(-ret),
+							 ret == -EBADMSG ? "wrong result" : nz_last_error());
+				}
+			}
+		}
+		tap_ok(!bad, "%s: %d cases, counts 0 1 1001 65537, in and out of place (%.1f s)%s",
+		       nz_coll_name((enum nz_coll)coll), cases, now_s() - t, why);
+	}
+}
+
+/*
+ * Allreduce of big bytes in place: float values (i + rank) % 7, so the sum
+ * of element i depends on i % 7 only and is checked from a table.
+ */
+static void test_big(struct nz_comm *c, size_t big)
+{
+	size_t count = big / 4;
+	float *buf = malloc(count * sizeof(float)), sum[7];
+	long wrong = 0;
+	double t;
+	int ret;
+
+	if (!buf) {
+		tap_ok(0, "allreduce %zu MiB: out of memory", big >> 20);
+		return;
+	}
+	for (int k = 0; k < 7; k++) {
+		sum[k] = 0;
+		for (int r = 0; r < size; r++)
+			sum[k] += (float)((k + r) % 7);
+	}
+	for (size_t i = 0, k = 0; i < count; i++, k = k == 6 ? 0 : k + 1)
+		buf[i] = (float)((k + (size_t)rank) % 7);
+	ret = nz_barrier(c);
+	t = now_s();
+	if (!ret)
+		ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
+	t = now_s() - t;
+	for (size_t i = 0, k = 0; !ret && i < count; i++, k = k == 6 ? 0 : k + 1)
+		wrong += buf[i] != sum[k];
+	tap_ok(!ret && !wrong, "allreduce of %zu MiB in place (%s): %s, %ld wrong, %.1f s, %.1f MB/s busbw",
+	       big >> 20, nz_coll_algo_name(nz_coll_select(c, NZ_COLL_ALLREDUCE, big)),
+	       ret ? nz_last_error() : "ok", wrong, t,
+	       (double)big * 2 * (size - 1) / size / t / 1e6);
+	free(buf);
+}
+
+/* Two allreduces in flight at once (ring and halving-doubling). */
+static void test_nonblocking(struct nz_comm *c)
+{
+	size_t c1 = (3u << 20) / 4 + 1, c2 = 100003;
+	float *a = malloc(c1 * 4), *b = malloc(c2 * 4);
+	struct nz_coll_request *r1 = NULL, *r2 = NULL;
+	unsigned char want[4];
+	long wrong = 0;
+	int ret, polls = 0;
+
+	if (!a || !b) {
+		free(a);
+		free(b);
+		tap_ok(0, "non-blocking: out of memory");
+		return;
+	}
+	for (size_t i = 0; i < c1; i++)
+		gen(&a[i], NZ_FLOAT32, NZ_SUM, rank, i);
+	for (size_t i = 0; i < c2; i++)
+		gen(&b[i], NZ_FLOAT32, NZ_SUM, rank, i);
+	ret = nz_iallreduce(c, a, a, c1, NZ_FLOAT32, NZ_SUM, &r1);
+	if (!ret)
+		ret = nz_iallreduce(c, b, b, c2, NZ_FLOAT32, NZ_SUM, &r2);
+	while (!ret && nz_coll_progress(c) > 0) {	/* "compute" */
+		usleep(200);
+		polls++;
+	}
+	if (r2) {
+		int w = nz_coll_wait(r2);
+
+		ret = ret ? ret : w;
+	}
+	if (r1) {
+		int w = nz_coll_wait(r1);
+
+		ret = ret ? ret : w;
+	}
+	for (size_t i = 0; !ret && i < c1; i++) {
+		ref(want, NZ_FLOAT32, NZ_SUM, size, i, NULL);
+		wrong += memcmp(want, &a[i], 4) != 0;
+	}
+	for (size_t i = 0; !ret && i < c2; i++) {
+		ref(want, NZ_FLOAT32, NZ_SUM, size, i, NULL);
+		wrong += memcmp(want, &b[i], 4) != 0;
+	}
+	tap_ok(!ret && !wrong, "two non-blocking allreduces in flight (3 MiB and 400 KB), %d progress calls while computing: %s, %ld wrong",
+	       polls, ret ? nz_last_error() : "ok", wrong);
+	free(a);
+	free(b);
+}
+
+/* Arguments that differ on the last rank: an error everywhere, quickly. */
+static void test_mismatch(struct nz_comm *c)
+{
+	static const struct { size_t count; int dtype; const char *what; } cs[] = {
+		{ 100, -1, "count 101 on the last rank (recursive doubling)" },
+		{ 1 << 20, -1, "count 2^20+1 on the last rank (ring)" },
+		{ 1 << 20, NZ_INT32, "int32 on the last rank, float elsewhere (ring)" },
+	};
+	int last = rank == size - 1;
+
+	for (size_t k = 0; k < sizeof(cs) / sizeof(cs[0]); k++) {
+		size_t count = cs[k].count + (last && cs[k].dtype < 0);
+		enum nz_dtype dt = last && cs[k].dtype >= 0 ? (enum nz_dtype)cs[k].dtype : NZ_FLOAT32;
+		float *buf = calloc(count, 4);
+		double t = now_s();
+		int ret, bret;
+
+		if (!buf)
+			continue;
+		ret = nz_allreduce(c, buf, buf, count, dt, NZ_SUM);
+		t = now_s() - t;
+		tap_ok(ret != 0 && t < 20, "%s: %s in %.1f s (%s)", cs[k].what,
+		       ret ? strerror(-ret) : "no error", t, nz_last_error());
+		bret = nz_barrier(c);
+		tap_ok(!bret, "then a barrier works (%s)", bret ? nz_last_error() : "ok");
+		free(buf);
+	}
+}
+
+static int suite(struct nz_comm *c, size_t big)
+{
+	test_matrix(c);
+	if (big)
+		test_big(c, big);
+	test_nonblocking(c);
+	test_mismatch(c);
+	tap_ok(nz_barrier(c) == 0, "final barrier");
+	return 0;
+}
+
+/* The last rank leaves; the others' next collectives fail, quickly. */
+static int leave(struct nz_comm *c)
+{
+	size_t count = 1 << 18;
+	float *buf = calloc(count, 4);
+	double t;
+	int ret;
+
+	ret = nz_barrier(c);
+	tap_ok(!ret, "barrier with all %d ranks", size);
+	if (rank == size - 1) {
+		printf("# rank %d: leaving\n", rank);
+		fflush(stdout);
+		_exit(0);	/* no goodbye: the module closes the fd */
+	}
+	usleep(500 * 1000);
+	t = now_s();
+	ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
+	tap_ok(ret != 0 && now_s() - t < 15, "allreduce after rank %d left: %s in %.2f s (%s)",
+	       size - 1, ret ? strerror(-ret) : "no error", now_s() - t, nz_last_error());
+	t = now_s();
+	ret = nz_barrier(c);
+	tap_ok(ret != 0 && now_s() - t < 15, "barrier after rank %d left: %s in %.2f s (%s)",
+	       size - 1, ret ? strerror(-ret) : "no error", now_s() - t, nz_last_error());
+	free(buf);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "suite";
+	size_t big = argc > 2 ? strtoull(argv[2], NULL, 0) : 64u << 20;
+	struct nz_comm *c;
+	int ret;
+
+	ret = nz_comm_init_env(&c);
+	if (!tap_ok(ret == 0, "communicator from the environment (%s)",
+		    ret ? nz_last_error() : "ok")) {
+		tap_plan(tap_n);
+		return 1;
+	}
+	rank = nz_comm_rank(c);
+	size = nz_comm_size(c);
+	tap_diag("rank %d of %d, %d rails", rank, size, nz_comm_nrails(c));
+	if (!strcmp(mode, "exit"))
+		leave(c);
+	else
+		suite(c, big);
+	nz_comm_destroy(c);
+	tap_plan(tap_n);
+	return tap_exit();
+}

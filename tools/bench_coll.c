@@ -1,0 +1,677 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nezha-bench allreduce | broadcast | reduce | allgather | reduce_scatter |
+ * alltoall | barrier: the collectives of libnezha, measured and printed
+ * the way nccl-tests does, on ranks set up like a torchrun job
+ * (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE).
+ *
+ * For every size from -b to -e (times -f): a barrier, -w warm-up
+ * iterations, then -n timed ones; time is the mean per iteration, the
+ * largest over the ranks.  size is the whole buffer as nccl-tests counts
+ * it (allgather: the gathered buffer; reduce_scatter: the input;
+ * alltoall: either buffer), count its elements.  algbw = size / time;
+ * busbw = algbw x the collective's factor (nccl-tests' PERFORMANCE.md):
+ * allreduce 2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n;
+ * broadcast, reduce 1.  With -N k, k collectives run at once (non-blocking
+ * calls on k buffer sets) and algbw counts all of them: k x size / time.
+ * --check runs one more, untimed iteration on known data and counts the
+ * elements that differ from the expected result (#wrong, all ranks).
+ *
+ * Rank 0 broadcasts its options, so every rank runs the same plan.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nezha.h"
+#include "reduce.h"
+#include "bench.h"
+
+#define NZB_MAX_CONC	8
+#define NZB_PERIOD	61	/* data patterns repeat with this period */
+
+enum { PLACE_OUT = 1, PLACE_IN = 2, PLACE_BOTH = 3 };
+
+/* The plan, as rank 0 broadcasts it. */
+struct nzb_plan {
+	uint64_t min, max;
+	uint32_t factor, iters, warmup, check, dtype, op, root, algo, conc, place;
+	uint32_t stop_s, rsvd;
+};
+
+struct nzb_coll {
+	struct nz_comm *comm;
+	enum nz_coll coll;
+	struct nzb_plan p;
+	int rank, size;
+	size_t es;
+	unsigned char *sbuf[NZB_MAX_CONC], *rbuf[NZB_MAX_CONC];
+	size_t buflen;
+	unsigned char *want;		/* --check: one period of the result */
+};
+
+static bool nzb_reduces(enum nz_coll c)
+{
+	return c == NZ_COLL_ALLREDUCE || c == NZ_COLL_REDUCE || c == NZ_COLL_REDUCE_SCATTER;
+}
+
+static bool nzb_rooted(enum nz_coll c)
+{
+	return c == NZ_COLL_BROADCAST || c == NZ_COLL_REDUCE;
+}
+
+static double nzb_busbw_factor(enum nz_coll c, int n)
+{
+	switch (c) {
+	case NZ_COLL_ALLREDUCE:
+		return 2.0 * (n - 1) / n;
+	case NZ_COLL_ALLGATHER:
+	case NZ_COLL_REDUCE_SCATTER:
+	case NZ_COLL_ALLTOALL:
+		return (double)(n - 1) / n;
+	case NZ_COLL_BROADCAST:
+	case NZ_COLL_REDUCE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Elements per rank's call (the API's count) for a size in bytes. */
+static size_t nzb_count(const struct nzb_coll *b, size_t size)
+{
+	size_t c = size / b->es;
+
+	if (b->coll == NZ_COLL_ALLGATHER || b->coll == NZ_COLL_REDUCE_SCATTER ||
+	    b->coll == NZ_COLL_ALLTOALL)
+		c /= (size_t)b->size;
+	return b->coll == NZ_COLL_BARRIER ? 0 : c;
+}
+
+/* ---- Data (--check) ---- */
+
+static bool nzb_is_float(enum nz_dtype t)
+{
+	return t == NZ_FLOAT16 || t == NZ_BFLOAT16 || t == NZ_FLOAT32 || t == NZ_FLOAT64;
+}
+
+static bool nzb_is_signed(enum nz_dtype t)
+{
+	return t == NZ_INT8 || t == NZ_INT32 || t == NZ_INT64 || nzb_is_float(t);
+}
+
+/* Input element k (mod the period) of rank r, exact in every type. */
+static long nzb_value(const struct nzb_coll *b, int r, size_t k)
+{
+	enum nz_dtype t = (enum nz_dtype)b->p.dtype;
+	long x;
+
+	switch ((enum nz_redop)b->p.op) {
+	case NZ_PROD:
+		x = (long)((r + k) % 3);
+		return nzb_is_signed(t) ? (x ? 1 : -1) : (x ? 1 : 3);
+	case NZ_MIN:
+	case NZ_MAX:
+		x = (long)((r * 7 + 5 * k) % 23);
+		return nzb_is_signed(t) ? x - 11 : x;
+	default:
+		x = (long)((r + 3 * k) % 9);
+		return nzb_is_signed(t) ? x - 4 : x;
+	}
+}
+
+static void nzb_put(void *p, enum nz_dtype t, long v)
+{
+	uint64_t u = (uint64_t)v;
+	uint16_t h;
+	float f = (float)v;
+	double d = (double)v;
+
+	switch (t) {
+	case NZ_FLOAT16: h = nz_f32_to_f16(f); memcpy(p, &h, 2); break;
+	case NZ_BFLOAT16: h = nz_f32_to_bf16(f); memcpy(p, &h, 2); break;
+	case NZ_FLOAT32: memcpy(p, &f, 4); break;
+	case NZ_FLOAT64: memcpy(p, &d, 8); break;
+	default: memcpy(p, &u, nz_dtype_size(t)); break;	/* little endian */
+	}
+}
+
+/* A byte pattern for the collectives that only move data. */
+static unsigned char nzb_byte(int r, size_t blk, size_t j)
+{
+	uint64_t x = (uint64_t)r * 0x9e3779b97f4a7c15ULL + blk * 0xbf58476d1ce4e5b9ULL + j;
+
+	x ^= x >> 29;
+	x *= 0x94d049bb133111ebULL;
+	return (unsigned char)(x >> 32);
+}
+
+/* Fill rank r's send buffer: reductions by value, others by byte. */
+static void nzb_fill(const struct nzb_coll *b, unsigned char *buf, size_t count)
+{
+	size_t n = b->coll == NZ_COLL_REDUCE_SCATTER || b->coll == NZ_COLL_ALLTOALL ?
+		   (size_t)b->size * count : count;
+
+	if (nzb_reduces(b->coll)) {
+		for (size_t i = 0; i < n; i++)
+			nzb_put(buf + i * b->es, (enum nz_dtype)b->p.dtype,
+				nzb_value(b, b->rank, i % NZB_PERIOD));
+		return;
+	}
+	for (size_t i = 0; i < n * b->es; i++) {
+		size_t blk = b->coll == NZ_COLL_ALLTOALL ? i / (count * b->es) : 0;
+		size_t j = b->coll == NZ_COLL_ALLTOALL ? i % (count * b->es) : i;
+
+		buf[i] = nzb_byte(b->rank, blk, j % (NZB_PERIOD * b->es));
+	}
+}
+
+/* One period of the reduced result. */
+static int nzb_expect(struct nzb_coll *b)
+{
+	enum nz_dtype t = (enum nz_dtype)b->p.dtype;
+	enum nz_redop op = (enum nz_redop)b->p.op;
+
+	b->want = malloc(NZB_PERIOD * b->es);
+	if (!b->want)
+		return -ENOMEM;
+	for (size_t k = 0; k < NZB_PERIOD; k++) {
+		long acc = nzb_value(b, 0, k);
+
+		for (int r = 1; r < b->size; r++) {
+			long v = nzb_value(b, r, k);
+
+			if (op == NZ_PROD)
+				acc *= v;
+			else if (op == NZ_MIN)
+				acc = v < acc ? v : acc;
+			else if (op == NZ_MAX)
+				acc = v > acc ? v : acc;
+			else
+				acc += v;
+		}
+		nzb_put(b->want + k * b->es, t, acc);
+		if (op == NZ_AVG)
+			nz_reduce_finish_avg(b->want + k * b->es, 1, t, (unsigned int)b->size);
+	}
+	return 0;
+}
+
+/* Elements of this rank's result that are wrong. */
+static uint64_t nzb_wrong(const struct nzb_coll *b, const unsigned char *res, size_t count)
+{
+	uint64_t wrong = 0;
+	size_t n = count, es = b->es;
+
+	if (b->coll == NZ_COLL_REDUCE && b->rank != (int)b->p.root)
+		return 0;
+	if (b->coll == NZ_COLL_ALLGATHER || b->coll == NZ_COLL_ALLTOALL)
+		n = (size_t)b->size * count;
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char *got = res + i * es;
+
+		if (nzb_reduces(b->coll)) {
+			size_t k = (b->coll == NZ_COLL_REDUCE_SCATTER ?
+				    (size_t)b->rank * count + i : i) % NZB_PERIOD;
+
+			wrong += memcmp(got, b->want + k * es, es) != 0;
+			continue;
+		}
+		for (size_t j = 0; j < es; j++) {
+			size_t byte = (i % (count ? count : 1)) * es + j;
+			int from = b->coll == NZ_COLL_BROADCAST ? (int)b->p.root : (int)(i / count);
+			size_t blk = b->coll == NZ_COLL_ALLTOALL ? (size_t)b->rank : 0;
+
+			if (got[j] != nzb_byte(from, blk, byte % (NZB_PERIOD * es))) {
+				wrong++;
+				break;
+			}
+		}
+	}
+	return wrong;
+}
+
+/* ---- Running ---- */
+
+/* Buffers of set k for placement in/out: what the call gets. */
+static void nzb_bufs(const struct nzb_coll *b, int k, bool inplace, size_t count,
+		     const void **snd, void **rcv)
+{
+	unsigned char *s = b->sbuf[k], *r = b->rbuf[k];
+	size_t blk = count * b->es * (size_t)b->rank;
+
+	*snd = s;
+	*rcv = r;
+	if (!inplace)
+		return;
+	switch (b->coll) {
+	case NZ_COLL_ALLGATHER:
+		*snd = r + blk;
+		break;
+	case NZ_COLL_REDUCE_SCATTER:
+		*rcv = s + blk;
+		break;
+	default:
+		*snd = r;
+		break;
+	}
+}
+
+static int nzb_start(struct nzb_coll *b, int k, bool inplace, size_t count,
+		     struct nz_coll_request **req)
+{
+	enum nz_dtype t = (enum nz_dtype)b->p.dtype;
+	enum nz_redop op = (enum nz_redop)b->p.op;
+	int root = (int)b->p.root;
+	const void *s;
+	void *r;
+
+	nzb_bufs(b, k, inplace, count, &s, &r);
+	switch (b->coll) {
+	case NZ_COLL_ALLREDUCE: return nz_iallreduce(b->comm, s, r, count, t, op, req);
+	case NZ_COLL_BROADCAST: return nz_ibroadcast(b->comm, s, r, count, t, root, req);
+	case NZ_COLL_REDUCE: return nz_ireduce(b->comm, s, r, count, t, op, root, req);
+	case NZ_COLL_ALLGATHER: return nz_iallgather(b->comm, s, r, count, t, req);
+	case NZ_COLL_REDUCE_SCATTER: return nz_ireduce_scatter(b->comm, s, r, count, t, op, req);
+	case NZ_COLL_ALLTOALL: return nz_ialltoall(b->comm, s, r, count, t, req);
+	default: return nz_ibarrier(b->comm, req);
+	}
+}
+
+/* One iteration: p.conc collectives at once, all waited for. */
+static int nzb_iter(struct nzb_coll *b, bool inplace, size_t count)
+{
+	struct nz_coll_request *req[NZB_MAX_CONC] = { 0 };
+	int ret = 0;
+
+	for (uint32_t k = 0; k < b->p.conc && !ret; k++)
+		ret = nzb_start(b, (int)k, inplace, count, &req[k]);
+	for (uint32_t k = 0; k < b->p.conc; k++) {
+		if (req[k]) {
+			int w = nz_coll_wait(req[k]);
+
+			ret = ret ? ret : w;
+		}
+	}
+	return ret;
+}
+
+static int nzb_fail(const struct nzb_coll *b, const char *what, size_t size, int ret)
+{
+	fprintf(stderr, "nezha-bench %s: rank %d: %s (size %zu): %s: %s\n",
+		nz_coll_name(b->coll), b->rank, what, size, strerror(-ret), nz_last_error());
+	return ret;
+}
+
+/* --check: fill the inputs of every buffer set, run once, count. */
+static int nzb_check(struct nzb_coll *b, size_t size, bool inplace, uint64_t *wrong)
+{
+	size_t count = nzb_count(b, size);
+	int ret;
+
+	for (uint32_t k = 0; k < b->p.conc; k++) {
+		const void *s;
+		void *r;
+
+		nzb_bufs(b, (int)k, inplace, count, &s, &r);
+		if (!inplace || b->coll == NZ_COLL_REDUCE_SCATTER) {
+			nzb_fill(b, b->sbuf[k], count);
+		} else if (b->coll == NZ_COLL_ALLGATHER) {
+			nzb_fill(b, b->sbuf[k], count);
+			memcpy((void *)s, b->sbuf[k], count * b->es);
+		} else {
+			nzb_fill(b, r, count);
+		}
+	}
+	ret = nzb_iter(b, inplace, count);
+	if (ret)
+		return nzb_fail(b, "check", size, ret);
+	for (uint32_t k = 0; k < b->p.conc; k++) {
+		const void *s;
+		void *r;
+
+		nzb_bufs(b, (int)k, inplace, count, &s, &r);
+		*wrong += nzb_wrong(b, r, count);
+	}
+	return 0;
+}
+
+/*
+ * Timed run of one placement: *usec per iteration (the largest over the
+ * ranks).  With -t, rank 0 derives the number of timed iterations from
+ * the warm-up's pace, so that no decision falls inside the timed loop.
+ */
+static int nzb_measure(struct nzb_coll *b, size_t size, bool inplace, double *usec,
+		       uint64_t *wrong)
+{
+	size_t count = nzb_count(b, size);
+	uint32_t iters = b->p.iters;
+	double t0, t, start;
+	int ret;
+
+	*wrong = 0;
+	if (b->p.check && (ret = nzb_check(b, size, inplace, wrong)))
+		return ret;
+	ret = nz_barrier(b->comm);
+	if (ret)
+		return nzb_fail(b, "barrier", size, ret);
+	start = nzb_now();
+	for (uint32_t it = 0; it < b->p.warmup; it++) {
+		ret = nzb_iter(b, inplace, count);
+		if (ret)
+			return nzb_fail(b, "warm-up", size, ret);
+	}
+	if (b->p.stop_s && b->p.warmup) {
+		double each = (nzb_now() - start) / b->p.warmup;
+
+		if (each * iters > b->p.stop_s)
+			iters = each > 0 ? (uint32_t)(b->p.stop_s / each) : iters;
+		iters = iters ? iters : 1;
+		ret = nz_broadcast(b->comm, &iters, &iters, 1, NZ_UINT32, 0);
+		if (!ret)
+			ret = nz_barrier(b->comm);
+		if (ret)
+			return nzb_fail(b, "plan", size, ret);
+	}
+	t0 = nzb_now();
+	for (uint32_t it = 0; it < iters; it++) {
+		ret = nzb_iter(b, inplace, count);
+		if (ret)
+			return nzb_fail(b, "run", size, ret);
+	}
+	t = (nzb_now() - t0) * 1e6 / iters;
+	ret = nz_allreduce(b->comm, &t, usec, 1, NZ_FLOAT64, NZ_MAX);
+	if (!ret)
+		ret = nz_allreduce(b->comm, wrong, wrong, 1, NZ_UINT64, NZ_SUM);
+	return ret ? nzb_fail(b, "report", size, ret) : 0;
+}
+
+/* ---- Output ---- */
+
+static void nzb_header(const struct nzb_coll *b)
+{
+	struct nz_coll_tuning t;
+
+	nz_coll_get_tuning(b->comm, &t);
+	printf("# nezha-bench %s: %d ranks, %d rail%s:", nz_coll_name(b->coll), b->size,
+	       nz_comm_nrails(b->comm), nz_comm_nrails(b->comm) == 1 ? "" : "s");
+	for (int s = 0; s < nz_comm_nrails(b->comm); s++)
+		printf(" %s", nz_comm_rail_name(b->comm, s));
+	printf("\n# %u iterations after %u warm-up%s, %u at once, data check %s, algorithm %s\n",
+	       b->p.iters, b->p.warmup, b->p.stop_s ? " (fewer when slower than -t)" : "", b->p.conc,
+	       b->p.check ? "on" : "off",
+	       b->p.algo ? nz_coll_algo_name((enum nz_coll_algo)b->p.algo) : "auto");
+	printf("# tuning: rd up to %zu B (0: by ranks), hd up to %zu B, small %zu B, segment %zu B, window %u\n#\n",
+	       t.allreduce_rd_max, t.allreduce_crossover, t.small_max, t.segment, t.window);
+	printf("# %10s %12s %8s %6s %6s", "", "", "", "", "");
+	if (b->p.place & PLACE_OUT)
+		printf("  %31s", "out-of-place                  ");
+	if (b->p.place & PLACE_IN)
+		printf("  %31s", "in-place                      ");
+	printf("\n# %10s %12s %8s %6s %6s", "size", "count", "type", "redop", "root");
+	for (int k = 0; k < 2; k++)
+		if (b->p.place & (1 << k))
+			printf("  %9s %8s %8s %6s", "time", "algbw", "busbw", "#wrong");
+	printf("  %s\n# %10s %12s %8s %6s %6s", "algo", "(B)", "(elements)", "", "", "");
+	for (int k = 0; k < 2; k++)
+		if (b->p.place & (1 << k))
+			printf("  %9s %8s %8s %6s", "(us)", "(GB/s)", "(GB/s)", "");
+	printf("\n");
+	fflush(stdout);
+}
+
+static void nzb_row_start(const struct nzb_coll *b, size_t size)
+{
+	size_t count = nzb_count(b, size);
+
+	if (b->coll == NZ_COLL_ALLGATHER || b->coll == NZ_COLL_REDUCE_SCATTER ||
+	    b->coll == NZ_COLL_ALLTOALL)
+		count *= (size_t)b->size;
+	printf("  %10zu %12zu %8s %6s %6d", size, count,
+	       b->coll == NZ_COLL_BARRIER ? "none" : nz_dtype_name((enum nz_dtype)b->p.dtype),
+	       nzb_reduces(b->coll) ? nz_redop_name((enum nz_redop)b->p.op) : "none",
+	       nzb_rooted(b->coll) ? (int)b->p.root : -1);
+}
+
+static void nzb_cell(const struct nzb_coll *b, size_t size, double usec, uint64_t wrong)
+{
+	double algbw = usec > 0 ? (double)size * b->p.conc / usec / 1e3 : 0;
+	char w[24] = "N/A";
+
+	if (b->p.check)
+		snprintf(w, sizeof(w), "%llu", (unsigned long long)wrong);
+	printf("  %9.1f %8.4f %8.4f %6s", usec, algbw, algbw * nzb_busbw_factor(b->coll, b->size), w);
+}
+
+/* ---- Options ---- */
+
+static int nzb_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+
+	switch (*end) {
+	case 'G': case 'g': v <<= 10; /* fall through */
+	case 'M': case 'm': v <<= 10; /* fall through */
+	case 'K': case 'k': v <<= 10; end++; break;
+	default: break;
+	}
+	if (end == s || *end || v > (1ULL << 34))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static void nzb_usage(const char *mode)
+{
+	fprintf(stderr,
+		"usage: nezha-bench %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
+		"         [-d DTYPE] [-o OP] [-r ROOT] [-A ALGO] [-N CONCURRENT] [-p out|in|both]\n"
+		"         [-t SECONDS] [-T SECONDS] [--check]\n"
+		"  ranks set up like torchrun: MASTER_ADDR MASTER_PORT RANK WORLD_SIZE\n"
+		"  sizes (bytes, whole buffer as nccl-tests counts it) take K/M/G suffixes;\n"
+		"  defaults -b 8 -e 64M -f 2 -n 20 -w 5 -d float -o sum -r 0 -p both -N 1\n"
+		"  -A: force an algorithm (rd hd ring tree chain bruck direct pairwise ...)\n"
+		"  -N: collectives in flight at once (1..%d), non-blocking\n"
+		"  -t: fewer iterations when they would take longer than this (seconds)\n"
+		"  -T: fail when one wait makes no progress for this long (120)\n"
+		"  every rank follows rank 0's plan; only -T is its own\n", mode, NZB_MAX_CONC);
+}
+
+static int nzb_options(int argc, char **argv, struct nzb_plan *p, int *wait_s)
+{
+	static const struct option longopts[] = {
+		{ "check", no_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	enum nz_dtype dt;
+	enum nz_redop op;
+	enum nz_coll_algo algo;
+	long v;
+	int opt;
+
+	*p = (struct nzb_plan){ .min = 8, .max = 64 << 20, .factor = 2, .iters = 20,
+				.warmup = 5, .dtype = NZ_FLOAT32, .op = NZ_SUM, .conc = 1,
+				.place = PLACE_BOTH };
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "b:e:f:n:w:d:o:r:A:N:p:t:T:ch", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'b':
+			if (nzb_parse_size(optarg, &p->min))
+				goto bad;
+			break;
+		case 'e':
+			if (nzb_parse_size(optarg, &p->max))
+				goto bad;
+			break;
+		case 'd':
+			if (nz_dtype_parse(optarg, &dt))
+				goto bad;
+			p->dtype = dt;
+			break;
+		case 'o':
+			if (nz_redop_parse(optarg, &op))
+				goto bad;
+			p->op = op;
+			break;
+		case 'A':
+			if (nz_coll_algo_parse(optarg, &algo))
+				goto bad;
+			p->algo = algo;
+			break;
+		case 'p':
+			p->place = !strcmp(optarg, "out") ? PLACE_OUT : !strcmp(optarg, "in") ?
+				   PLACE_IN : !strcmp(optarg, "both") ? PLACE_BOTH : 0;
+			if (!p->place)
+				goto bad;
+			break;
+		case 'f': case 'n': case 'w': case 'r': case 'N': case 't': case 'T':
+			v = strtol(optarg, NULL, 10);
+			if (v < 0 || v > 1000000 || (opt == 'f' && v < 2) || (opt == 'n' && v < 1) ||
+			    (opt == 'N' && (v < 1 || v > NZB_MAX_CONC)))
+				goto bad;
+			if (opt == 'f')
+				p->factor = (uint32_t)v;
+			else if (opt == 'n')
+				p->iters = (uint32_t)v;
+			else if (opt == 'w')
+				p->warmup = (uint32_t)v;
+			else if (opt == 'r')
+				p->root = (uint32_t)v;
+			else if (opt == 'N')
+				p->conc = (uint32_t)v;
+			else if (opt == 't')
+				p->stop_s = (uint32_t)v;
+			else
+				*wait_s = (int)v;
+			break;
+		case 'c':
+			p->check = 1;
+			break;
+		default:
+			goto bad;
+		}
+	}
+	if (optind != argc || p->min > p->max)
+		goto bad;
+	return 0;
+bad:
+	nzb_usage(argv[0]);
+	return -EINVAL;
+}
+
+static int nzb_setup(struct nzb_coll *b)
+{
+	struct nz_coll_tuning t;
+	int ret, idx;
+
+	if (b->p.root >= (uint32_t)b->size) {
+		fprintf(stderr, "nezha-bench: root %u is not a rank (%d ranks)\n", b->p.root, b->size);
+		return -EINVAL;
+	}
+	if (b->p.algo) {
+		ret = nz_coll_get_tuning(b->comm, &t);
+		t.algo[b->coll] = (unsigned char)b->p.algo;
+		if (!ret)
+			ret = nz_coll_set_tuning(b->comm, &t);
+		if (ret) {
+			fprintf(stderr, "nezha-bench: %s\n", nz_last_error());
+			return ret;
+		}
+	}
+	b->es = nz_dtype_size((enum nz_dtype)b->p.dtype);
+	b->buflen = b->coll == NZ_COLL_BARRIER ? 64 : (size_t)b->p.max + 64;
+	for (uint32_t k = 0; k < b->p.conc; k++) {
+		b->sbuf[k] = aligned_alloc(4096, (b->buflen + 4095) & ~(size_t)4095);
+		b->rbuf[k] = aligned_alloc(4096, (b->buflen + 4095) & ~(size_t)4095);
+		if (!b->sbuf[k] || !b->rbuf[k])
+			return -ENOMEM;
+		memset(b->sbuf[k], 0, b->buflen);
+		memset(b->rbuf[k], 0, b->buflen);
+		/* Pinned once rather than at every transfer, when possible. */
+		nz_comm_register_buffer(b->comm, b->sbuf[k], b->buflen, &idx);
+		nz_comm_register_buffer(b->comm, b->rbuf[k], b->buflen, &idx);
+	}
+	return b->p.check && nzb_reduces(b->coll) ? nzb_expect(b) : 0;
+}
+
+int nzb_bench_coll(int argc, char **argv)
+{
+	struct nzb_coll b = { 0 };
+	uint64_t bad = 0;
+	double sum_bw = 0;
+	int wait_s = 120, nsizes = 0, ret;
+
+	for (int c = 0; c < NZ_COLL_COUNT; c++)
+		if (!strcmp(argv[0], nz_coll_name((enum nz_coll)c)))
+			b.coll = (enum nz_coll)c;
+	ret = nzb_options(argc, argv, &b.p, &wait_s);
+	if (ret)
+		return ret;
+	ret = nz_comm_init_env(&b.comm);
+	if (ret) {
+		fprintf(stderr, "nezha-bench %s: %s\n", argv[0], nz_last_error());
+		return ret;
+	}
+	b.rank = nz_comm_rank(b.comm);
+	b.size = nz_comm_size(b.comm);
+	nz_comm_set_wait_timeout(b.comm, wait_s * 1000);
+	ret = nz_broadcast(b.comm, &b.p, &b.p, sizeof(b.p), NZ_UINT8, 0);
+	if (ret) {
+		nzb_fail(&b, "sharing the plan", sizeof(b.p), ret);
+		goto out;
+	}
+	ret = nzb_setup(&b);
+	if (ret)
+		goto out;
+	if (b.rank == 0)
+		nzb_header(&b);
+	for (uint64_t s = b.p.min; s <= b.p.max; s = s ? s * b.p.factor : 1) {
+		size_t size = b.coll == NZ_COLL_BARRIER ? 0 : (size_t)s;
+		double us[2] = { 0, 0 };
+		uint64_t wrong[2] = { 0, 0 };
+
+		/* A whole number of elements (per rank, where split). */
+		size = nzb_count(&b, size) * b.es *
+		       (b.coll == NZ_COLL_ALLREDUCE || nzb_rooted(b.coll) ? 1 : (size_t)b.size);
+		for (int k = 0; k < 2 && !ret; k++)
+			if (b.p.place & (1 << k))
+				ret = nzb_measure(&b, size, k == 1, &us[k], &wrong[k]);
+		if (ret)
+			break;
+		if (b.rank == 0) {
+			nzb_row_start(&b, size);
+			for (int k = 0; k < 2; k++)
+				if (b.p.place & (1 << k))
+					nzb_cell(&b, size, us[k], wrong[k]);
+			printf("  %s\n", nz_coll_algo_name(nz_coll_select(b.comm, b.coll, size)));
+			fflush(stdout);
+			sum_bw += us[(b.p.place & PLACE_OUT) ? 0 : 1] > 0 ?
+				  (double)size * b.p.conc / us[(b.p.place & PLACE_OUT) ? 0 : 1] / 1e3 *
+				  nzb_busbw_factor(b.coll, b.size) : 0;
+			nsizes++;
+		}
+		bad += wrong[0] + wrong[1];
+		if (b.coll == NZ_COLL_BARRIER)
+			break;
+	}
+	if (b.rank == 0 && !ret) {
+		printf("# Out of bounds values : %llu %s\n", (unsigned long long)bad,
+		       bad ? "FAILED" : "OK");
+		printf("# Avg bus bandwidth    : %.6f GB/s\n#\n", nsizes ? sum_bw / nsizes : 0);
+	}
+	if (!ret && bad)
+		ret = -EBADMSG;
+out:
+	nz_comm_destroy(b.comm);
+	for (int k = 0; k < NZB_MAX_CONC; k++) {
+		free(b.sbuf[k]);
+		free(b.rbuf[k]);
+	}
+	free(b.want);
+	return ret;
+}
