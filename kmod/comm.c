@@ -700,20 +700,70 @@ void nz_comm_rail_link(struct nz_rail *rail, bool up)
 	nz_rail_conns_update(rail, up ? NZ_RAIL_CHANGED : NZ_RAIL_LINK_DOWN);
 }
 
-/* health.c, every heartbeat period, for each connection. */
-void nz_conn_heartbeat(struct nz_conn *conn, unsigned long dead_after)
+/* The path went silent: move its unacknowledged chunks elsewhere. */
+static void nz_conn_suspect(struct nz_conn *conn)
 {
+	struct nz_rail_stats *st = &conn->rail->stats;
+	u32 resent;
+
+	resent = nz_conn_requeue_chunks(conn);
+	atomic64_inc(&st->failovers);
+	atomic64_add(resent, &st->resent);
+	atomic64_set(&st->last_failover_ms, nz_health_now_ms());
+	pr_info("rail %s: path to rank %u silent, %u chunks rerouted\n",
+		conn->rail->name, conn->peer->rank, resent);
+	nz_health_event(conn, NZ_EV_CONN_DOWN, -ETIMEDOUT, resent);
+	nz_peer_kick_all(conn->peer);
+}
+
+/*
+ * Is another path to the peer alive?  When every path went silent at once
+ * it is the peer (or this host) that stalls, not a path: moving chunks
+ * between silent paths would only send them twice.
+ */
+static bool nz_conn_other_alive(const struct nz_conn *conn)
+{
+	const struct nz_peer *p = conn->peer;
+	u32 s;
+
+	for (s = 0; s < p->comm->nrails; s++) {
+		const struct nz_conn *o = &p->conns[s];
+
+		if (o != conn && READ_ONCE(o->state) == NZ_CONN_UP &&
+		    !READ_ONCE(o->suspect) && !nz_health_suspect(o->silent))
+			return true;
+	}
+	return false;
+}
+
+/* health.c, every heartbeat period, for each connection. */
+void nz_conn_heartbeat(struct nz_conn *conn, bool on_time)
+{
+	unsigned int marks = READ_ONCE(conn->rx_marks);
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
 	void *tp = NULL;
 
 	if (READ_ONCE(conn->state) != NZ_CONN_UP)
 		return;
-	/* We stopped reading on purpose: the path is not silent. */
-	if (READ_ONCE(conn->rx_blocked))
-		WRITE_ONCE(conn->last_rx, jiffies);
-	if (time_after(jiffies, READ_ONCE(conn->last_rx) + dead_after)) {
-		/* Silent for hb_misses periods: a blackhole. */
+	/* Bytes arrived, or we stopped reading on purpose: not silent. */
+	if (marks != conn->hb_marks || READ_ONCE(conn->rx_blocked)) {
+		conn->hb_marks = marks;
+		conn->silent = 0;
+		if (conn->suspect) {
+			WRITE_ONCE(conn->suspect, false);
+			nz_health_event(conn, NZ_EV_CONN_UP, 0, 0);
+			nz_peer_kick_all(p);
+		}
+	} else if (on_time) {
+		conn->silent++;
+	}
+	if (nz_health_suspect(conn->silent) && !conn->suspect &&
+	    nz_conn_other_alive(conn)) {
+		WRITE_ONCE(conn->suspect, true);
+		nz_conn_suspect(conn);
+	}
+	if (nz_health_dead(conn->silent)) {
 		spin_lock_bh(&conn->kick_lock);
 		if (!conn->tp_dead)
 			tp = conn->tp;

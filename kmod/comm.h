@@ -134,7 +134,10 @@ struct nz_conn {
 	atomic64_t bytes_tx, bytes_rx, chunks_tx, chunks_rx;
 	atomic64_t errors;		/* transport closed on an error */
 	struct kobject *kobj;		/* sysfs; under io_lock */
-	unsigned long last_rx;		/* jiffies of the last bytes received */
+	unsigned int rx_marks;		/* bumped by the transport on arrival */
+	unsigned int hb_marks;		/* rx_marks at the last heartbeat */
+	unsigned int silent;		/* heartbeat periods without arrival */
+	bool suspect;			/* silent too long: takes no chunks */
 	bool rx_blocked;		/* transport holds back (budget full) */
 	unsigned long up_since;		/* jiffies it came up */
 };
@@ -189,6 +192,7 @@ struct nz_comm {
 	wait_queue_head_t waitq;	/* connection count changes */
 	struct delayed_work scan_work;	/* health.c: timeouts */
 	struct delayed_work hb_work;	/* health.c: heartbeats */
+	unsigned long hb_last;		/* jiffies of the last heartbeat run */
 };
 
 /* Health parameters (nezhactl health), read with READ_ONCE. */
@@ -266,6 +270,8 @@ void nz_health_comm_stop(struct nz_comm *comm);
 void nz_health_conn_retry(struct nz_conn *conn);
 void nz_health_conn_connect_in(struct nz_conn *conn, unsigned int ms);
 void nz_health_conn_up(struct nz_conn *conn);
+bool nz_health_suspect(unsigned int silent);
+bool nz_health_dead(unsigned int silent);
 void nz_health_event(struct nz_conn *conn, u32 type, int err, u32 resent);
 int nz_health_set(const u32 *interval_ms, const u32 *misses,
 		  const u32 *grace_ms);
@@ -274,7 +280,7 @@ void nz_health_exit(void);
 u64 nz_health_now_ms(void);
 
 /* comm.c, for health.c */
-void nz_conn_heartbeat(struct nz_conn *conn, unsigned long dead_after);
+void nz_conn_heartbeat(struct nz_conn *conn, bool on_time);
 void nz_peer_no_rail(struct nz_peer *p);
 void nz_comm_rail_link(struct nz_rail *rail, bool up);
 

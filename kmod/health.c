@@ -6,9 +6,15 @@
  *
  * Timers:
  *  - comm->hb_work, every hb_interval_ms: each connection that is up sends
- *    a HEARTBEAT; one that has received nothing at all (data, ACK or
- *    heartbeat) for hb_misses periods is declared dead.  This is what
- *    catches a silent blackhole: packets dropped, link still up.
+ *    a HEARTBEAT.  One on which nothing at all arrived (data, ACK or
+ *    heartbeat) for hb_misses periods, while another path to the same peer
+ *    is alive, becomes suspect: its unacknowledged chunks move to the
+ *    other rails at once and it takes no new ones, but
+ *    its socket stays; bytes arriving again re-admit it.  Silent for
+ *    NZ_DEAD_FACTOR times longer, it is torn down and reconnected.  This
+ *    is what catches a silent blackhole (packets dropped, link still up),
+ *    and a stall of our own (a heartbeat run that comes late, as in a
+ *    descheduled virtual machine) never counts as the path's silence.
  *  - comm->scan_work, every NZ_SCAN_MS: fails commands whose deadline
  *    passed (-ETIMEDOUT), whose submitting task is exiting (-ECANCELED:
  *    Linux 6.1 cannot cancel a uring command, so an exiting task waits for
@@ -37,6 +43,7 @@
 #include "trace.h"
 
 #define NZ_SCAN_MS		50
+#define NZ_DEAD_FACTOR		20
 #define NZ_BACKOFF_MIN_MS	50
 #define NZ_BACKOFF_MAX_MS	2000
 
@@ -89,14 +96,14 @@ static void nz_expired_heartbeat(struct work_struct *work)
 	struct nz_comm *comm = container_of(to_delayed_work(work),
 					    struct nz_comm, hb_work);
 	unsigned int ms = READ_ONCE(nz_health.hb_interval_ms);
-	unsigned long dead_after;
+	unsigned long late = msecs_to_jiffies(2 * ms) + 1;
+	bool on_time = time_before_eq(jiffies, comm->hb_last + late);
 	u32 r, s;
 
-	dead_after = msecs_to_jiffies(ms * READ_ONCE(nz_health.hb_misses));
+	comm->hb_last = jiffies;
 	for (r = 0; r < comm->size; r++)
 		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
-			nz_conn_heartbeat(&comm->peers[r]->conns[s],
-					  dead_after);
+			nz_conn_heartbeat(&comm->peers[r]->conns[s], on_time);
 	if (!READ_ONCE(comm->dead))
 		queue_delayed_work(nz_wq, &comm->hb_work,
 				   msecs_to_jiffies(ms));
@@ -129,6 +136,7 @@ static void nz_expired_scan(struct work_struct *work)
 
 void nz_health_comm_start(struct nz_comm *comm)
 {
+	comm->hb_last = jiffies;
 	INIT_DELAYED_WORK(&comm->scan_work, nz_expired_scan);
 	INIT_DELAYED_WORK(&comm->hb_work, nz_expired_heartbeat);
 	queue_delayed_work(nz_wq, &comm->scan_work,
@@ -173,8 +181,20 @@ void nz_health_conn_retry(struct nz_conn *conn)
  */
 void nz_health_conn_up(struct nz_conn *conn)
 {
-	WRITE_ONCE(conn->last_rx, jiffies);
+	conn->silent = 0;
+	conn->suspect = false;
 	conn->up_since = jiffies;
+}
+
+/* How many silent heartbeat periods make a path suspect, and dead. */
+bool nz_health_suspect(unsigned int silent)
+{
+	return silent >= READ_ONCE(nz_health.hb_misses);
+}
+
+bool nz_health_dead(unsigned int silent)
+{
+	return silent >= READ_ONCE(nz_health.hb_misses) * NZ_DEAD_FACTOR;
 }
 
 /* ---- link events -------------------------------------------------------------- */

@@ -11,7 +11,8 @@
  * one.  A weight of 0 (or an administratively downed rail) takes nothing.
  *
  * Chunks of a connection that failed (peer->resend) are taken first, so
- * that a reroute finishes the oldest data before new data starts.
+ * that a reroute finishes the oldest data before new data starts.  A
+ * connection the health code suspects (silent) takes nothing.
  */
 #include <linux/module.h>
 #include "comm.h"
@@ -46,7 +47,7 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 	u64 oldest = 0;
 
 	lockdep_assert_held(&p->lock);
-	if (!nz_sched_rail_usable(conn->rail) ||
+	if (!nz_sched_rail_usable(conn->rail) || READ_ONCE(conn->suspect) ||
 	    conn->inflight_bytes >= nz_sched_window(conn))
 		return NULL;
 

@@ -1,22 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * RDMA rails: the connections.  One reliable-connected queue pair per
- * (peer, rail), set up with rdma_cm, carrying the same frames as a TCP
- * rail: every SEND is one whole frame.
- *
- * Connection sequence (Documentation/rdma.rst has the picture): the client
- * (the higher rank) resolves the peer's address and route, creates its
- * queue pair, posts its receives and connects with a private-data block
- * that names the job, the ranks, the rail and its receive depth.  The
- * server checks that block in the CONNECT_REQUEST (a malformed one is
- * rejected there), creates its queue pair, posts its receives and accepts.
- * Then the handshake of the TCP rails runs as the first messages on the
- * queue pair: CHALLENGE, HELLO, WELCOME, with the same MACs.  Only a peer
- * that knows the job's secret gets attached to the communicator.
- *
- * We move the queue pairs through their states ourselves (rdma_init_qp_attr
- * and ib_modify_qp, as librdmacm does), so that the queue pairs are ours in
- * `rdma resource show`, not rdma_cm's.
+ * RDMA rails: a connection's queue pair and its traffic.  One reliable
+ * connected queue pair per (peer, rail) carries the same frames as a TCP
+ * rail: every SEND is one whole frame.  How connections are set up is in
+ * rdma_conn.c; Documentation/rdma.rst has the design.
  *
  * Buffers: each connection registers its buffers once, when it is set up:
  * rx_depth receive slots and as many transmit slots, each a 48-byte header
@@ -42,24 +29,14 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/module.h>
-#include <linux/delay.h>
-#include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
-#include <crypto/algapi.h>
 #include "rdma.h"
 
-#define NZ_RDMA_CM_VERSION	1
-#define NZ_RDMA_MIN_DEPTH	4
-#define NZ_RDMA_MAX_DEPTH	256
 #define NZ_RDMA_HDR_SLOT	64	/* header area per slot (48 used) */
-#define NZ_RDMA_HS_TIMEOUT	(5 * HZ)
-#define NZ_RDMA_RESOLVE_MS	2000
 #define NZ_RDMA_BYE_TIMEOUT	(HZ / 5)
-#define NZ_RDMA_COMM_GRACE_MS	2000
 #define NZ_RDMA_RX_BUDGET	64	/* messages per receive work run */
 #define NZ_RDMA_TX_BUDGET	64	/* messages per transmit work run */
-#define NZ_RDMA_RETRIES		7
 #define NZ_RDMA_MAX_HANDSHAKES	64	/* per rail, server side */
 
 static unsigned int rx_depth = 16;
@@ -72,133 +49,11 @@ module_param(ring_mb, uint, 0444);
 MODULE_PARM_DESC(ring_mb,
 		 "at most this many MiB of receive buffers per connection (but at least 4 buffers)");
 
-/*
- * The CM private data, big-endian.  A REQ carries 56 bytes of private data
- * on InfiniBand and RoCE; unused bytes must be zero.
- */
-struct nz_rdma_cm_req {
-	__be16 magic;			/* NZ_WIRE_MAGIC */
-	u8 version;			/* NZ_WIRE_VERSION */
-	u8 cm_version;			/* NZ_RDMA_CM_VERSION */
-	__be16 rx_depth;		/* receives the client keeps posted */
-	__be16 rail;			/* rail slot, < nrails */
-	__be64 job_id;
-	__be32 src_rank;		/* the client */
-	__be32 dst_rank;		/* the server */
-	__be16 nrails;
-	__be16 rsvd0;
-	__be32 unit;			/* chunk unit of the job */
-	__be32 rsvd[2];
-} __packed;
-
-/* The REP: the server's receive depth. */
-struct nz_rdma_cm_rep {
-	__be16 magic;
-	u8 version;
-	u8 cm_version;
-	__be16 rx_depth;
-	__be16 rsvd0;
-	__be32 rsvd[2];
-} __packed;
-
-/* The REJ of a connect request we refuse: why (enum nz_close_reason). */
-struct nz_rdma_cm_rej {
-	__be16 magic;
-	u8 version;
-	u8 cm_version;
-	__be32 reason;
-} __packed;
-
-static_assert(sizeof(struct nz_rdma_cm_req) == 40);
-static_assert(sizeof(struct nz_rdma_cm_rep) == 16);
-
-/* One receive or transmit buffer. */
-struct nz_rdma_slot {
-	struct ib_cqe cqe;
-	struct nz_rdma_conn *rc;
-	void *buf;			/* payload: one chunk unit */
-	u64 dma;
-	bool mapped;
-	u32 index;
-	u32 len;			/* receive: bytes that arrived */
-	bool done;			/* receive: arrived, not processed */
-};
-
-enum nz_rdma_step {
-	NZ_RDMA_STEP_NONE,
-	NZ_RDMA_STEP_ADDR,		/* address resolved */
-	NZ_RDMA_STEP_ROUTE,		/* route resolved */
-	NZ_RDMA_STEP_CONNECTED,		/* queue pair ready to send */
-};
-
-struct nz_rdma_conn {
-	struct nz_rdma_rail *rr;
-	struct list_head node;		/* rr->conns, under rr->lock */
-	struct nz_conn *conn;		/* client: always; server: attached */
-	bool client;
-	struct rdma_cm_id *cm_id;
-	struct ib_pd *pd;
-	struct ib_cq *cq;
-	unsigned int cq_size;
-	struct ib_qp *qp;
-	bool qp_init;			/* moved to INIT: can be drained */
-	u32 unit;			/* payload bytes per buffer */
-	u32 rx_depth;			/* our receives */
-	u32 tx_slots;			/* our transmit buffers */
-	u32 peer_depth;			/* the peer's receives: credits */
-	u8 *rx_hdr, *tx_hdr;		/* header areas of all slots */
-	u64 rx_hdr_dma, tx_hdr_dma;
-	bool rx_hdr_mapped, tx_hdr_mapped;
-	struct nz_rdma_slot *rx, *tx;
-	u32 *tx_free;			/* stack of free transmit slots */
-
-	/* Receive progress: rx_work only. */
-	u32 rx_head;			/* next slot, in posting order */
-	enum nz_wire_state ws;		/* READ_ONCE: which frames may come */
-	bool rx_stalled;		/* READ_ONCE: waits for a kick */
-	bool rx_hold;			/* READ_ONCE: client handshake reads */
-
-	spinlock_t lock;		/* everything below */
-	int step;			/* enum nz_rdma_step */
-	int err;			/* first error */
-	bool attached;			/* conn->tp: the communicator owns it */
-	bool closing;			/* teardown began */
-	bool hs_dead;			/* server: never attach any more */
-	bool destroy_queued;		/* server: destroy_work queued once */
-	bool starved;			/* out of credits since the last count */
-	u32 send_credits;
-	u32 credits_owed;		/* receives reposted, not yet told */
-	u32 tx_nfree;
-	struct nz_frame hs_frame;	/* client: the handshake frame read */
-	bool hs_have;
-
-	wait_queue_head_t waitq;	/* client steps, frames; sends done */
-	struct nz_rdma_cm_req req;	/* server: as the client sent it */
-	u8 nonce_s[NZ_WIRE_NONCE_LEN];	/* server: our challenge */
-	u32 refuse;			/* server: close reason we sent */
-	int async_err;			/* from the QP event handler */
-	struct work_struct rx_work;
-	struct work_struct tx_work;
-	struct work_struct err_work;
-	struct work_struct destroy_work;	/* server, before attach */
-	struct delayed_work hs_timer;	/* server handshake deadline */
-};
-
 /* Handshake frames carry no DATA: these limits admit none. */
 static const struct nz_wire_limits nz_rdma_hs_lim = {
 	.max_msg = 0,
 	.max_payload = 0,
 };
-
-static struct nz_rdma_stats *nz_rdma_stats(struct nz_rdma_conn *rc)
-{
-	return &rc->rr->stats;
-}
-
-static const char *nz_rdma_rail_name(struct nz_rdma_conn *rc)
-{
-	return rc->rr->rail->name;
-}
 
 /* ---- errors ----------------------------------------------------------------- */
 
@@ -208,7 +63,7 @@ static const char *nz_rdma_rail_name(struct nz_rdma_conn *rc)
  * a client in its handshake is woken; a server handshake is torn down by
  * its destroy work.  Nothing happens once teardown has begun.
  */
-static void nz_rdma_error(struct nz_rdma_conn *rc, int err)
+void nz_rdma_error(struct nz_rdma_conn *rc, int err)
 {
 	bool attached, destroy = false;
 
@@ -404,7 +259,7 @@ static int nz_rdma_ring_alloc(struct nz_rdma_conn *rc)
 }
 
 /* Receives for the chunk unit: rx_depth, within ring_mb. */
-static u32 nz_rdma_depth(u32 unit)
+u32 nz_rdma_depth(u32 unit)
 {
 	u64 cap = div_u64((u64)READ_ONCE(ring_mb) << 20, unit);
 
@@ -425,7 +280,7 @@ int nz_rdma_params_check(void)
 /* ---- the rail's list ------------------------------------------------------------ */
 
 /* Client: rc joins its rail, unless the rail is going or has no device. */
-static int nz_rdma_rail_add_client(struct nz_rail *rail,
+int nz_rdma_rail_add_client(struct nz_rail *rail,
 				   struct nz_rdma_conn *rc)
 {
 	struct nz_rdma_rail *rr;
@@ -447,7 +302,7 @@ static int nz_rdma_rail_add_client(struct nz_rail *rail,
 }
 
 /* Server, from the listener's handler: rr cannot go meanwhile. */
-static int nz_rdma_rail_add_server(struct nz_rdma_rail *rr,
+int nz_rdma_rail_add_server(struct nz_rdma_rail *rr,
 				   struct nz_rdma_conn *rc,
 				   struct ib_device *dev)
 {
@@ -551,9 +406,13 @@ static bool nz_rdma_tx_take(struct nz_rdma_conn *rc, bool last_ok, u32 *idx,
 		*imm = rc->credits_owed;
 		rc->credits_owed = 0;
 		ok = true;
-	} else if (rc->tx_nfree && !rc->starved) {
-		rc->starved = true;
-		atomic64_inc(&nz_rdma_stats(rc)->credit_stalls);
+	} else {
+		/* The completion that frees a slot or brings credits kicks. */
+		rc->tx_waiting = true;
+		if (rc->tx_nfree && !rc->starved) {
+			rc->starved = true;
+			atomic64_inc(&nz_rdma_stats(rc)->credit_stalls);
+		}
 	}
 	spin_unlock_bh(&rc->lock);
 	return ok;
@@ -640,7 +499,7 @@ static int nz_rdma_post_frame(struct nz_rdma_conn *rc, u32 idx, u32 imm,
 }
 
 /* A handshake frame, or a CLOSE (last_ok: it may take the last credit). */
-static int nz_rdma_send_ctl(struct nz_rdma_conn *rc, const struct nz_frame *f,
+int nz_rdma_send_ctl(struct nz_rdma_conn *rc, const struct nz_frame *f,
 			    bool last_ok)
 {
 	u32 idx, imm;
@@ -654,7 +513,7 @@ static int nz_rdma_send_ctl(struct nz_rdma_conn *rc, const struct nz_frame *f,
 	return ret;
 }
 
-static void nz_rdma_send_close(struct nz_rdma_conn *rc, u32 reason)
+void nz_rdma_send_close(struct nz_rdma_conn *rc, u32 reason)
 {
 	struct nz_frame f;
 
@@ -696,7 +555,8 @@ static void nz_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (!err && credits) {
 		rc->send_credits += credits;
 		rc->starved = false;
-		kick_tx = true;
+		kick_tx = rc->tx_waiting;
+		rc->tx_waiting = false;
 	}
 	attached = rc->attached;
 	closing = rc->closing;
@@ -713,7 +573,7 @@ static void nz_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (closing)
 		return;
 	if (attached)
-		WRITE_ONCE(rc->conn->last_rx, jiffies);
+		WRITE_ONCE(rc->conn->rx_marks, rc->conn->rx_marks + 1);
 	queue_work(nz_rdma_wq, &rc->rx_work);
 	if (kick_tx && attached)
 		queue_work(nz_rdma_wq, &rc->tx_work);
@@ -724,12 +584,14 @@ static void nz_rdma_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct nz_rdma_slot *s = container_of(wc->wr_cqe, struct nz_rdma_slot,
 					      cqe);
 	struct nz_rdma_conn *rc = s->rc;
-	bool attached, closing;
+	bool attached, closing, kick_tx;
 
 	spin_lock_bh(&rc->lock);
 	rc->tx_free[rc->tx_nfree++] = s->index;
 	attached = rc->attached;
 	closing = rc->closing;
+	kick_tx = rc->tx_waiting;
+	rc->tx_waiting = false;
 	spin_unlock_bh(&rc->lock);
 	if (wc->status != IB_WC_SUCCESS) {
 		nz_rdma_wc_error(rc, wc, "send");
@@ -739,7 +601,7 @@ static void nz_rdma_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	atomic64_inc(&nz_rdma_stats(rc)->send_completed);
 	if (closing || !attached)
 		wake_up_all(&rc->waitq);	/* teardown or handshake */
-	else
+	else if (kick_tx)
 		queue_work(nz_rdma_wq, &rc->tx_work);
 }
 
@@ -846,9 +708,6 @@ static int nz_rdma_rx_frame(struct nz_rdma_conn *rc, const struct nz_frame *f,
 	return nz_conn_rx_data_done(conn, &d);
 }
 
-static int nz_rdma_server_hello(struct nz_rdma_conn *rc,
-				const struct nz_frame *f);
-
 /* Client: hand the handshake frame to conn_connect, read no further. */
 static int nz_rdma_client_frame(struct nz_rdma_conn *rc,
 				const struct nz_frame *f)
@@ -949,7 +808,7 @@ static void nz_rdma_rx_work(struct work_struct *work)
 /* ---- queue pair ---------------------------------------------------------------------------- */
 
 /* Move the queue pair to state, with what rdma_cm knows of the path. */
-static int nz_rdma_qp_move(struct nz_rdma_conn *rc, enum ib_qp_state state)
+int nz_rdma_qp_move(struct nz_rdma_conn *rc, enum ib_qp_state state)
 {
 	struct ib_qp_attr attr = { .qp_state = state };
 	int mask, ret;
@@ -965,7 +824,7 @@ static int nz_rdma_qp_move(struct nz_rdma_conn *rc, enum ib_qp_state state)
  * the device's pool, the queue pair (ours: ib_create_qp names it after this
  * module) moved to INIT, the buffers, and every receive posted.
  */
-static int nz_rdma_setup_qp(struct nz_rdma_conn *rc)
+int nz_rdma_setup_qp(struct nz_rdma_conn *rc)
 {
 	struct ib_device *dev = rc->cm_id->device;
 	struct ib_qp_init_attr attr = {
@@ -1044,7 +903,7 @@ static bool nz_rdma_sends_done(struct nz_rdma_conn *rc)
  * bye: we leave the job, tell the peer with CLOSE.  in_destroy: called by
  * rc's own destroy_work.  Never called from rc's CM handler or works.
  */
-static void nz_rdma_teardown(struct nz_rdma_conn *rc, bool bye, bool in_destroy)
+void nz_rdma_teardown(struct nz_rdma_conn *rc, bool bye, bool in_destroy)
 {
 	struct nz_rdma_rail *rr = rc->rr;
 	bool server_hs;
@@ -1092,419 +951,7 @@ void nz_rdma_conn_close(struct nz_conn *conn)
 	nz_rdma_teardown(conn->tp, conn->state == NZ_CONN_DEAD, false);
 }
 
-/* ---- handshake ------------------------------------------------------------------------------ */
-
-/*
- * Hand rc to the communicator: it becomes conn->tp.  Fails when the rail or
- * its device went away meanwhile, or (server) the handshake was abandoned.
- */
-static int nz_rdma_attach(struct nz_rdma_conn *rc, struct nz_conn *conn)
-{
-	struct nz_rdma_rail *rr = rc->rr;
-	int ret = -ESHUTDOWN, err = 0;
-
-	mutex_lock(&conn->io_lock);
-	nz_conn_detach(conn, -ECONNRESET);	/* a stale one, if any */
-	mutex_lock(&rr->lock);
-	if (!rc->hs_dead && !rr->stopping && rr->ibdev) {
-		rc->conn = conn;
-		ret = nz_conn_attach(conn, rc);
-	}
-	if (!ret) {
-		if (!rc->client)
-			rr->handshakes--;
-		WRITE_ONCE(rc->ws, NZ_WS_ESTABLISHED);
-		spin_lock_bh(&rc->lock);
-		rc->attached = true;
-		err = rc->err;
-		spin_unlock_bh(&rc->lock);
-	}
-	mutex_unlock(&rr->lock);
-	if (!ret) {
-		/* Frames that came after WELCOME wait in the ring. */
-		/* Release: rx_work sees ws ESTABLISHED once it reads on. */
-		smp_store_release(&rc->rx_hold, false);
-		queue_work(nz_rdma_wq, &rc->rx_work);
-		queue_work(nz_rdma_wq, &rc->tx_work);
-		if (err)
-			nz_conn_fail(conn, rc, err);
-	}
-	mutex_unlock(&conn->io_lock);
-	return ret;
-}
-
-static const char *nz_rdma_reason(u32 reason)
-{
-	switch (reason) {
-	case NZ_CLOSE_AUTH:
-		return "bad secret";
-	case NZ_CLOSE_IDENTITY:
-		return "unknown job, rank or rail";
-	case NZ_CLOSE_VERSION:
-		return "wire version";
-	case NZ_CLOSE_ADMIN:
-		return "rail down";
-	case NZ_CLOSE_RESOURCE:
-		return "no resources";
-	default:
-		return "malformed handshake";
-	}
-}
-
-/* Server: rc's handshake failed or timed out; its destroy work ends it. */
-static void nz_rdma_hs_fail(struct nz_rdma_conn *rc, int err)
-{
-	bool destroy = false;
-
-	spin_lock_bh(&rc->lock);
-	if (!rc->attached && !rc->closing) {
-		if (!rc->err)
-			rc->err = err;
-		destroy = !rc->destroy_queued;
-		rc->destroy_queued = true;
-	}
-	spin_unlock_bh(&rc->lock);
-	if (destroy)
-		queue_work(nz_rdma_wq, &rc->destroy_work);
-}
-
-static void nz_rdma_hs_expired(struct work_struct *work)
-{
-	struct nz_rdma_conn *rc = container_of(to_delayed_work(work),
-					       struct nz_rdma_conn, hs_timer);
-
-	nz_rdma_hs_fail(rc, -ETIMEDOUT);
-}
-
-static void nz_rdma_destroy_work(struct work_struct *work)
-{
-	struct nz_rdma_conn *rc = container_of(work, struct nz_rdma_conn,
-					       destroy_work);
-	struct nz_rdma_rail *rr = rc->rr;
-	int err;
-
-	mutex_lock(&rr->lock);
-	if (rc->attached) {
-		/* Attached meanwhile: the communicator owns it now. */
-		mutex_unlock(&rr->lock);
-		return;
-	}
-	rc->hs_dead = true;
-	mutex_unlock(&rr->lock);
-
-	spin_lock_bh(&rc->lock);
-	err = rc->err;
-	spin_unlock_bh(&rc->lock);
-	if (err != -ESHUTDOWN && err != -ENODEV) {
-		atomic64_inc(&rr->rail->stats.hs_refused);
-		pr_info_ratelimited("rail %s: refused a connection (%s, %d)\n",
-				    rr->rail->name, nz_rdma_reason(rc->refuse),
-				    err);
-	}
-	nz_rdma_teardown(rc, false, true);
-}
-
-/* The HELLO must say what the connect request said. */
-static bool nz_rdma_hello_matches(const struct nz_rdma_cm_req *req,
-				  const struct nz_frame_hello *h)
-{
-	return be64_to_cpu(req->job_id) == h->job_id &&
-	       be32_to_cpu(req->src_rank) == h->src_rank &&
-	       be32_to_cpu(req->dst_rank) == h->dst_rank &&
-	       be16_to_cpu(req->rail) == h->rail &&
-	       be16_to_cpu(req->nrails) == h->nrails &&
-	       be32_to_cpu(req->unit) == h->unit;
-}
-
-/* Check a HELLO against the communicator it names; 0 or a close reason. */
-static u32 nz_rdma_check_hello(struct nz_comm *comm, struct nz_rail *rail,
-			       const struct nz_frame_hello *h,
-			       const u8 *nonce_s, struct nz_conn **connp)
-{
-	u8 in[NZ_WIRE_HELLO_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
-	struct nz_conn *conn;
-
-	conn = nz_comm_conn(comm, h->src_rank, h->rail);
-	if (!conn || h->nrails != comm->nrails || h->unit != comm->unit ||
-	    comm->rails[h->rail] != rail || conn->client)
-		return NZ_CLOSE_IDENTITY;
-	nz_wire_hello_mac_input(h, nonce_s, in);
-	if (nz_comm_mac(comm, in, sizeof(in), mac) ||
-	    crypto_memneq(mac, h->mac, sizeof(mac)))
-		return NZ_CLOSE_AUTH;
-	*connp = conn;
-	return 0;
-}
-
-/*
- * The ranks of a job create their communicators at about the same time: a
- * client may knock before ours exists.  Give it NZ_RDMA_COMM_GRACE_MS.
- */
-static struct nz_comm *nz_rdma_wait_comm(struct nz_rdma_conn *rc,
-					 const struct nz_frame_hello *h)
-{
-	struct nz_comm *comm;
-	int waited;
-
-	for (waited = 0; ; waited += 20) {
-		comm = nz_comm_find_job(h->job_id, h->dst_rank);
-		if (comm || waited >= NZ_RDMA_COMM_GRACE_MS ||
-		    READ_ONCE(rc->closing))
-			return comm;
-		msleep(20);
-	}
-}
-
-/* Server, in rx_work: the client's HELLO.  Welcome it, or refuse it. */
-static int nz_rdma_server_hello(struct nz_rdma_conn *rc,
-				const struct nz_frame *f)
-{
-	const struct nz_frame_hello *h = &f->hello;
-	u8 in[NZ_WIRE_WELCOME_MAC_LEN];
-	struct nz_rail *rail = rc->rr->rail;
-	struct nz_comm *comm = NULL;
-	struct nz_conn *conn = NULL;
-	struct nz_frame w;
-	u32 reason;
-	int ret;
-
-	if (f->type == NZ_FRAME_CLOSE)
-		return -ECONNRESET;	/* the client gave up */
-	reason = NZ_CLOSE_IDENTITY;
-	if (!nz_rdma_hello_matches(&rc->req, h) ||
-	    READ_ONCE(rail->dead) || READ_ONCE(rail->admin_down))
-		goto refuse;
-	comm = nz_rdma_wait_comm(rc, h);
-	if (!comm)
-		goto refuse;
-	reason = nz_rdma_check_hello(comm, rail, h, rc->nonce_s, &conn);
-	if (reason)
-		goto refuse;
-
-	nz_frame_init(&w, NZ_FRAME_WELCOME);
-	nz_wire_welcome_mac_input(h->nonce_c, rc->nonce_s, comm->job_id,
-				  comm->rank, h->src_rank, h->rail, in);
-	ret = nz_comm_mac(comm, in, sizeof(in), w.welcome.mac);
-	if (!ret)
-		ret = nz_rdma_send_ctl(rc, &w, false);
-	if (!ret)
-		ret = nz_rdma_attach(rc, conn);
-	nz_comm_put(comm);
-	return ret;
-
-refuse:
-	if (comm)
-		nz_comm_put(comm);
-	rc->refuse = reason;
-	nz_rdma_send_close(rc, reason);
-	return -ECONNREFUSED;
-}
-
-static void nz_rdma_set_step(struct nz_rdma_conn *rc, int step)
-{
-	spin_lock_bh(&rc->lock);
-	if (step > rc->step)
-		rc->step = step;
-	spin_unlock_bh(&rc->lock);
-	wake_up_all(&rc->waitq);
-}
-
-static int nz_rdma_wait_step(struct nz_rdma_conn *rc, int step,
-			     unsigned long deadline)
-{
-	long left = (long)(deadline - jiffies);
-	int ret;
-
-	if (left > 0)
-		wait_event_timeout(rc->waitq, READ_ONCE(rc->step) >= step ||
-				   READ_ONCE(rc->err), left);
-	spin_lock_bh(&rc->lock);
-	ret = rc->err ?: (rc->step >= step ? 0 : -ETIMEDOUT);
-	spin_unlock_bh(&rc->lock);
-	return ret;
-}
-
-/* Client: the next handshake frame (a CLOSE is a refusal). */
-static int nz_rdma_wait_frame(struct nz_rdma_conn *rc, unsigned long deadline,
-			      struct nz_frame *f)
-{
-	long left = (long)(deadline - jiffies);
-	int ret;
-
-	if (left > 0)
-		wait_event_timeout(rc->waitq, READ_ONCE(rc->hs_have) ||
-				   READ_ONCE(rc->err), left);
-	spin_lock_bh(&rc->lock);
-	ret = rc->err ?: (rc->hs_have ? 0 : -ETIMEDOUT);
-	if (!ret) {
-		*f = rc->hs_frame;
-		rc->hs_have = false;
-	}
-	spin_unlock_bh(&rc->lock);
-	if (!ret && f->type == NZ_FRAME_CLOSE)
-		ret = -ECONNREFUSED;
-	return ret;
-}
-
-static int nz_rdma_client_handshake(struct nz_rdma_conn *rc,
-				    unsigned long deadline)
-{
-	struct nz_conn *conn = rc->conn;
-	struct nz_comm *comm = conn->peer->comm;
-	u8 in[NZ_WIRE_HELLO_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
-	u8 nonce_s[NZ_WIRE_NONCE_LEN];
-	struct nz_frame f;
-	int ret;
-
-	ret = nz_rdma_wait_frame(rc, deadline, &f);
-	if (ret)
-		return ret;
-	memcpy(nonce_s, f.challenge.nonce_s, sizeof(nonce_s));
-
-	nz_frame_init(&f, NZ_FRAME_HELLO);
-	f.hello.job_id = comm->job_id;
-	f.hello.src_rank = comm->rank;
-	f.hello.dst_rank = conn->peer->rank;
-	f.hello.rail = conn->slot;
-	f.hello.nrails = comm->nrails;
-	f.hello.unit = comm->unit;
-	get_random_bytes(f.hello.nonce_c, sizeof(f.hello.nonce_c));
-	nz_wire_hello_mac_input(&f.hello, nonce_s, in);
-	ret = nz_comm_mac(comm, in, NZ_WIRE_HELLO_MAC_LEN, f.hello.mac);
-	if (ret)
-		return ret;
-	WRITE_ONCE(rc->ws, NZ_WS_CLIENT_WAIT_WELCOME);
-	ret = nz_rdma_send_ctl(rc, &f, false);
-	if (ret)
-		return ret;
-	/* Release: rx_work sees ws WAIT_WELCOME once it reads on. */
-	smp_store_release(&rc->rx_hold, false);
-	queue_work(nz_rdma_wq, &rc->rx_work);
-
-	/* The server proves it knows the secret too. */
-	nz_wire_welcome_mac_input(f.hello.nonce_c, nonce_s, comm->job_id,
-				  conn->peer->rank, comm->rank, conn->slot, in);
-	ret = nz_comm_mac(comm, in, NZ_WIRE_WELCOME_MAC_LEN, mac);
-	if (ret)
-		return ret;
-	ret = nz_rdma_wait_frame(rc, deadline, &f);
-	if (ret)
-		return ret;
-	if (crypto_memneq(mac, f.welcome.mac, sizeof(mac)))
-		return -EACCES;
-	return 0;
-}
-
-/* ---- connection manager ---------------------------------------------------------------------- */
-
-/* Client: the server accepted.  Ready the QP, send the RTU. */
-static int nz_rdma_client_rep(struct nz_rdma_conn *rc,
-			      const struct rdma_cm_event *ev)
-{
-	const struct nz_rdma_cm_rep *rep = ev->param.conn.private_data;
-	u32 depth;
-	int ret;
-
-	if (!rep || ev->param.conn.private_data_len < sizeof(*rep) ||
-	    be16_to_cpu(rep->magic) != NZ_WIRE_MAGIC ||
-	    rep->version != NZ_WIRE_VERSION ||
-	    rep->cm_version != NZ_RDMA_CM_VERSION)
-		return -EPROTO;
-	depth = be16_to_cpu(rep->rx_depth);
-	if (depth < NZ_RDMA_MIN_DEPTH || depth > NZ_RDMA_MAX_DEPTH)
-		return -EPROTO;
-	spin_lock_bh(&rc->lock);
-	rc->peer_depth = depth;
-	rc->send_credits = depth;
-	spin_unlock_bh(&rc->lock);
-	ret = nz_rdma_qp_move(rc, IB_QPS_RTR);
-	if (!ret)
-		ret = nz_rdma_qp_move(rc, IB_QPS_RTS);
-	if (!ret)
-		ret = rdma_accept(rc->cm_id, NULL);
-	return ret;
-}
-
-/* Server: the client's RTU came; the handshake starts. */
-static int nz_rdma_server_established(struct nz_rdma_conn *rc)
-{
-	struct nz_frame f;
-
-	nz_frame_init(&f, NZ_FRAME_CHALLENGE);
-	memcpy(f.challenge.nonce_s, rc->nonce_s, sizeof(rc->nonce_s));
-	return nz_rdma_send_ctl(rc, &f, false);
-}
-
-static void nz_rdma_log_reject(struct nz_rdma_conn *rc,
-			       const struct rdma_cm_event *ev)
-{
-	const struct nz_rdma_cm_rej *rej;
-	u8 len = 0;
-
-	rej = rdma_consumer_reject_data(rc->cm_id, (struct rdma_cm_event *)ev,
-					&len);
-	if (rej && len >= sizeof(*rej) &&
-	    be16_to_cpu(rej->magic) == NZ_WIRE_MAGIC)
-		pr_info_ratelimited("rail %s: the peer rejected us (%s)\n",
-				    nz_rdma_rail_name(rc),
-				    nz_rdma_reason(be32_to_cpu(rej->reason)));
-	else
-		pr_debug("rail %s: connect rejected: %s\n",
-			 nz_rdma_rail_name(rc),
-			 rdma_reject_msg(rc->cm_id, ev->status));
-}
-
-/* Events of a connection's CM ID (the listener's are in rdma_rail.c). */
-static int nz_rdma_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
-{
-	struct nz_rdma_conn *rc = id->context;
-	int err = 0;
-
-	switch (ev->event) {
-	case RDMA_CM_EVENT_ADDR_RESOLVED:
-		nz_rdma_set_step(rc, NZ_RDMA_STEP_ADDR);
-		break;
-	case RDMA_CM_EVENT_ROUTE_RESOLVED:
-		nz_rdma_set_step(rc, NZ_RDMA_STEP_ROUTE);
-		break;
-	case RDMA_CM_EVENT_CONNECT_RESPONSE:
-		err = nz_rdma_client_rep(rc, ev);
-		if (!err)
-			nz_rdma_set_step(rc, NZ_RDMA_STEP_CONNECTED);
-		break;
-	case RDMA_CM_EVENT_ESTABLISHED:
-		if (!rc->client)
-			err = nz_rdma_server_established(rc);
-		break;
-	case RDMA_CM_EVENT_REJECTED:
-		nz_rdma_log_reject(rc, ev);
-		err = -ECONNREFUSED;
-		break;
-	case RDMA_CM_EVENT_ADDR_ERROR:
-	case RDMA_CM_EVENT_ROUTE_ERROR:
-	case RDMA_CM_EVENT_UNREACHABLE:
-	case RDMA_CM_EVENT_CONNECT_ERROR:
-		err = ev->status < 0 ? ev->status : -EHOSTUNREACH;
-		break;
-	case RDMA_CM_EVENT_DISCONNECTED:
-		err = -ECONNRESET;
-		break;
-	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		err = -ENODEV;
-		break;
-	case RDMA_CM_EVENT_ADDR_CHANGE:
-		err = -ENETRESET;
-		break;
-	default:
-		break;		/* TIMEWAIT_EXIT and the like */
-	}
-	if (err)
-		nz_rdma_error(rc, err);
-	/* Never 0 -> destroy: our teardown destroys the ID. */
-	return 0;
-}
-
-static struct nz_rdma_conn *nz_rdma_conn_alloc(bool client)
+struct nz_rdma_conn *nz_rdma_conn_alloc(bool client)
 {
 	struct nz_rdma_conn *rc = kzalloc(sizeof(*rc), GFP_KERNEL);
 
@@ -1520,244 +967,4 @@ static struct nz_rdma_conn *nz_rdma_conn_alloc(bool client)
 	INIT_WORK(&rc->destroy_work, nz_rdma_destroy_work);
 	INIT_DELAYED_WORK(&rc->hs_timer, nz_rdma_hs_expired);
 	return rc;
-}
-
-/* Client: the address resolved to the rail's own device and port. */
-static int nz_rdma_check_device(struct nz_rdma_conn *rc)
-{
-	struct nz_rdma_rail *rr = rc->rr;
-	bool ok;
-
-	mutex_lock(&rr->lock);
-	ok = rr->ibdev && rc->cm_id->device == rr->ibdev &&
-	     rc->cm_id->port_num == rr->rail->ib_port;
-	mutex_unlock(&rr->lock);
-	return ok ? 0 : -ENETUNREACH;
-}
-
-static int nz_rdma_connect(struct nz_rdma_conn *rc)
-{
-	struct nz_conn *conn = rc->conn;
-	struct nz_comm *comm = conn->peer->comm;
-	struct nz_rdma_cm_req req = {
-		.magic = cpu_to_be16(NZ_WIRE_MAGIC),
-		.version = NZ_WIRE_VERSION,
-		.cm_version = NZ_RDMA_CM_VERSION,
-		.rx_depth = cpu_to_be16(rc->rx_depth),
-		.rail = cpu_to_be16(conn->slot),
-		.job_id = cpu_to_be64(comm->job_id),
-		.src_rank = cpu_to_be32(comm->rank),
-		.dst_rank = cpu_to_be32(conn->peer->rank),
-		.nrails = cpu_to_be16(comm->nrails),
-		.unit = cpu_to_be32(comm->unit),
-	};
-	struct rdma_conn_param param = {
-		.private_data = &req,
-		.private_data_len = sizeof(req),
-		.flow_control = 1,
-		.retry_count = NZ_RDMA_RETRIES,
-		.rnr_retry_count = NZ_RDMA_RETRIES,
-		.qp_num = rc->qp->qp_num,
-	};
-
-	return rdma_connect(rc->cm_id, &param);
-}
-
-int nz_rdma_conn_connect(struct nz_conn *conn)
-{
-	struct nz_comm *comm = conn->peer->comm;
-	struct nz_rail *rail = conn->rail;
-	const struct nz_comm_addr *a =
-		&comm->addrs[conn->peer->rank * comm->nrails + conn->slot];
-	struct sockaddr_in src = {
-		.sin_family = AF_INET,
-		.sin_addr.s_addr = rail->addr,
-	};
-	struct sockaddr_in dst = {
-		.sin_family = AF_INET,
-		.sin_addr.s_addr = a->addr,
-		.sin_port = a->port,
-	};
-	unsigned long deadline = jiffies + NZ_RDMA_HS_TIMEOUT;
-	struct nz_rdma_conn *rc;
-	struct rdma_cm_id *id;
-	int ret;
-
-	rc = nz_rdma_conn_alloc(true);
-	if (!rc)
-		return -ENOMEM;
-	rc->conn = conn;
-	rc->unit = comm->unit;
-	rc->rx_depth = nz_rdma_depth(rc->unit);
-	rc->tx_slots = rc->rx_depth;
-	rc->ws = NZ_WS_CLIENT_WAIT_CHALLENGE;
-	ret = nz_rdma_rail_add_client(rail, rc);
-	if (ret) {
-		kfree(rc);
-		return ret;
-	}
-	id = rdma_create_id(rail->net, nz_rdma_cm_handler, rc, RDMA_PS_TCP,
-			    IB_QPT_RC);
-	if (IS_ERR(id)) {
-		ret = PTR_ERR(id);
-		goto out_teardown;
-	}
-	rc->cm_id = id;
-	ret = rdma_resolve_addr(id, (struct sockaddr *)&src,
-				(struct sockaddr *)&dst, NZ_RDMA_RESOLVE_MS);
-	if (!ret)
-		ret = nz_rdma_wait_step(rc, NZ_RDMA_STEP_ADDR, deadline);
-	if (!ret)
-		ret = nz_rdma_check_device(rc);
-	if (!ret)
-		ret = rdma_resolve_route(id, NZ_RDMA_RESOLVE_MS);
-	if (!ret)
-		ret = nz_rdma_wait_step(rc, NZ_RDMA_STEP_ROUTE, deadline);
-	if (!ret)
-		ret = nz_rdma_setup_qp(rc);
-	if (!ret)
-		ret = nz_rdma_connect(rc);
-	if (!ret)
-		ret = nz_rdma_wait_step(rc, NZ_RDMA_STEP_CONNECTED, deadline);
-	if (!ret)
-		ret = nz_rdma_client_handshake(rc, deadline);
-	if (ret == -EACCES) {
-		atomic64_inc(&rail->stats.hs_refused);
-		pr_warn_ratelimited("rail %s: rank %u failed to authenticate\n",
-				    rail->name, conn->peer->rank);
-	}
-	if (!ret)
-		ret = nz_rdma_attach(rc, conn);
-	if (!ret)
-		return 0;
-	pr_debug("rail %s: connecting to rank %u failed at step %d: %d\n",
-		 rail->name, conn->peer->rank, rc->step, ret);
-out_teardown:
-	nz_rdma_teardown(rc, false, false);
-	return ret;
-}
-
-/* ---- server side ------------------------------------------------------------------------------ */
-
-/* Check the REQ's private data; 0 or the close reason for the REJ. */
-static u32 nz_rdma_parse_req(const struct rdma_conn_param *p,
-			     struct nz_rdma_cm_req *req)
-{
-	const u8 *data = p->private_data;
-	u32 i, nrails, rail, depth;
-
-	if (!data || p->private_data_len < sizeof(*req))
-		return NZ_CLOSE_PROTO;
-	memcpy(req, data, sizeof(*req));
-	if (be16_to_cpu(req->magic) != NZ_WIRE_MAGIC)
-		return NZ_CLOSE_PROTO;
-	if (req->version != NZ_WIRE_VERSION ||
-	    req->cm_version != NZ_RDMA_CM_VERSION)
-		return NZ_CLOSE_VERSION;
-	for (i = sizeof(*req); i < p->private_data_len; i++)
-		if (data[i])
-			return NZ_CLOSE_PROTO;
-	nrails = be16_to_cpu(req->nrails);
-	rail = be16_to_cpu(req->rail);
-	depth = be16_to_cpu(req->rx_depth);
-	if (req->rsvd0 || req->rsvd[0] || req->rsvd[1] ||
-	    !nz_wire_unit_ok(be32_to_cpu(req->unit)) ||
-	    !nrails || nrails > NZ_MAX_RAILS || rail >= nrails ||
-	    depth < NZ_RDMA_MIN_DEPTH || depth > NZ_RDMA_MAX_DEPTH ||
-	    req->src_rank == req->dst_rank)
-		return NZ_CLOSE_PROTO;
-	return 0;
-}
-
-static void nz_rdma_reject(struct rdma_cm_id *id, u32 reason)
-{
-	struct nz_rdma_cm_rej rej = {
-		.magic = cpu_to_be16(NZ_WIRE_MAGIC),
-		.version = NZ_WIRE_VERSION,
-		.cm_version = NZ_RDMA_CM_VERSION,
-		.reason = cpu_to_be32(reason),
-	};
-
-	rdma_reject(id, &rej, sizeof(rej), IB_CM_REJ_CONSUMER_DEFINED);
-}
-
-/*
- * CONNECT_REQUEST on the rail's listener; id is the new connection's CM
- * ID.  Returns 0 (accepted: rc owns id) or 1 (rejected: rdma_cm destroys
- * id when we return).
- */
-int nz_rdma_cm_request(struct nz_rdma_rail *rr, struct rdma_cm_id *id,
-		       const struct rdma_cm_event *ev)
-{
-	struct nz_rail *rail = rr->rail;
-	struct nz_rdma_conn *rc = NULL;
-	struct nz_rdma_cm_rep rep = {
-		.magic = cpu_to_be16(NZ_WIRE_MAGIC),
-		.version = NZ_WIRE_VERSION,
-		.cm_version = NZ_RDMA_CM_VERSION,
-	};
-	struct rdma_conn_param param = {
-		.private_data = &rep,
-		.private_data_len = sizeof(rep),
-		.flow_control = 1,
-		.rnr_retry_count = NZ_RDMA_RETRIES,
-	};
-	struct nz_rdma_cm_req req;
-	u32 reason;
-	int ret;
-
-	reason = nz_rdma_parse_req(&ev->param.conn, &req);
-	if (reason)
-		goto reject;
-	reason = NZ_CLOSE_ADMIN;
-	if (READ_ONCE(rail->dead) || READ_ONCE(rail->admin_down))
-		goto reject;
-	reason = NZ_CLOSE_RESOURCE;
-	rc = nz_rdma_conn_alloc(false);
-	if (!rc)
-		goto reject;
-	rc->unit = be32_to_cpu(req.unit);
-	rc->rx_depth = nz_rdma_depth(rc->unit);
-	rc->tx_slots = rc->rx_depth;
-	rc->peer_depth = be16_to_cpu(req.rx_depth);
-	rc->send_credits = rc->peer_depth;
-	rc->req = req;
-	rc->ws = NZ_WS_SERVER_WAIT_HELLO;
-	get_random_bytes(rc->nonce_s, sizeof(rc->nonce_s));
-	if (nz_rdma_rail_add_server(rr, rc, id->device)) {
-		kfree(rc);
-		rc = NULL;
-		goto reject;
-	}
-	/* The new ID inherited the listener's handler and context. */
-	rc->cm_id = id;
-	id->context = rc;
-	id->event_handler = nz_rdma_cm_handler;
-	ret = nz_rdma_setup_qp(rc);
-	if (!ret)
-		ret = nz_rdma_qp_move(rc, IB_QPS_RTR);
-	if (!ret)
-		ret = nz_rdma_qp_move(rc, IB_QPS_RTS);
-	if (ret)
-		goto reject;
-	rep.rx_depth = cpu_to_be16(rc->rx_depth);
-	param.qp_num = rc->qp->qp_num;
-	ret = rdma_accept(id, &param);
-	if (ret)
-		goto out_free;		/* it sent a reject itself */
-	queue_delayed_work(nz_rdma_wq, &rc->hs_timer, NZ_RDMA_HS_TIMEOUT);
-	return 0;
-
-reject:
-	nz_rdma_reject(id, reason);
-	atomic64_inc(&rr->stats.cm_rejects);
-	atomic64_inc(&rail->stats.hs_refused);
-	pr_info_ratelimited("rail %s: rejected a connect request (%s)\n",
-			    rail->name, nz_rdma_reason(reason));
-out_free:
-	if (rc) {
-		rc->cm_id = NULL;	/* rdma_cm destroys it */
-		nz_rdma_teardown(rc, false, false);
-	}
-	return 1;
 }

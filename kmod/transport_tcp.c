@@ -196,7 +196,7 @@ static void nz_tcp_data_ready(struct sock *sk)
 	tc = sk->sk_user_data;
 	if (tc) {
 		/* Liveness is bytes arriving, however late we read them. */
-		WRITE_ONCE(tc->conn->last_rx, jiffies);
+		WRITE_ONCE(tc->conn->rx_marks, tc->conn->rx_marks + 1);
 		queue_work(nz_wq, &tc->rx_work);
 	}
 	read_unlock_bh(&sk->sk_callback_lock);
@@ -335,8 +335,6 @@ static void nz_tcp_rx_work(struct work_struct *work)
 		}
 		if (ret == -EAGAIN)
 			return;
-		if (ret > 0)
-			WRITE_ONCE(tc->conn->last_rx, jiffies);
 		if (ret < 0) {
 			if (ret == -EPROTO || ret == -EMSGSIZE ||
 			    ret == -EPROTONOSUPPORT)

@@ -268,6 +268,8 @@ bool nzi_sched_user_done(const struct nzi_sched *s);
 /* Enter abort mode with err (first error wins), message for nz_last_error. */
 __attribute__((format(printf, 3, 4)))
 void nzi_sched_fail(struct nzi_sched *s, int err, const char *fmt, ...);
+/* Must the caller poll other transfers while it blocks on the critical one? */
+bool nzi_sched_needs_poll(const struct nzi_sched *s);
 /* The handle to block on, or NULL when nothing is in flight. */
 void *nzi_sched_critical(struct nzi_sched *s, uint32_t *op);
 /* Abort mode: forget the abort frames that could not be started. */
@@ -288,6 +290,7 @@ struct nzi_args {
 	enum nz_redop op;
 	int root;
 	size_t segment;		/* bytes, pipelined algorithms */
+	size_t small_segment;	/* bytes, pieces of recursive doubling */
 	unsigned int window;	/* scratch slots of pipelined algorithms */
 };
 

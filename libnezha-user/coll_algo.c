@@ -112,46 +112,96 @@ static unsigned int nzi_slot_take(struct nzi_slots *sl)
 }
 
 /*
+ * Pieces: the small algorithms may cut a vector into a few messages
+ * (recursive doubling: above small_segment bytes, at most NZI_MAX_PIECES),
+ * each reduced as it arrives; the module can carry them on different
+ * rails at once.  Piece j holds elements [j * per, min(count, (j+1) * per)).
+ * The number of pieces depends on the count, so the receives of pieces
+ * 1.. of an exchange wait for piece 0, whose header shows a count that
+ * differs: then no receive is posted for a piece that will not come.
+ */
+#define NZI_MAX_PIECES	16
+
+struct nzi_pieces {
+	uint32_t n;
+	size_t per, count;
+};
+
+static void nzi_pieces_init(struct nzi_pieces *pc, size_t count, size_t es, size_t seg)
+{
+	size_t bytes = count * es, n;
+
+	pc->count = count;
+	pc->n = 1;
+	pc->per = count;
+	if (!seg || bytes <= seg)
+		return;
+	n = (bytes + seg - 1) / seg;
+	n = n > NZI_MAX_PIECES ? NZI_MAX_PIECES : n;
+	pc->per = (count + n - 1) / n;
+	pc->n = (uint32_t)((count + pc->per - 1) / pc->per);
+}
+
+static size_t nzi_piece_off(const struct nzi_pieces *pc, uint32_t j)
+{
+	return (size_t)j * pc->per;
+}
+
+static size_t nzi_piece_len(const struct nzi_pieces *pc, uint32_t j)
+{
+	size_t off = (size_t)j * pc->per;
+
+	return pc->count - off < pc->per ? pc->count - off : pc->per;
+}
+
+/*
  * The non-power-of-two fix-up of recursive doubling and halving-doubling:
  * with p the largest power of two <= n and rem = n - p, each even rank
  * below 2 rem hands its vector to the odd rank above it and waits for the
  * result; the others continue as p virtual ranks.  Returns the virtual
  * rank, or -1 for a rank that only waited (its schedule is complete).
- * *last is the op that last wrote acc.
+ * last[j] is the op that last wrote piece j of acc.
  */
-static int nzi_fixup_pre(struct nzi_sched *s, uint8_t *acc, size_t count,
+static int nzi_fixup_pre(struct nzi_sched *s, uint8_t *acc, const struct nzi_pieces *pc,
 			 uint32_t final_step, int *last)
 {
-	int n = s->size, r = s->rank, p = nzi_pow2_floor(n), rem = n - p;
-	size_t bytes = count * nz_dtype_size(s->dtype);
-	uint8_t *in, *out;
-	int st, sd, rv, cp, rd;
+	int n = s->size, r = s->rank, p = nzi_pow2_floor(n), rem = n - p, first = -1;
+	size_t es = nz_dtype_size(s->dtype);
 
 	if (r >= 2 * rem)
 		return r - rem;
-	in = nzi_scratch(s, H + bytes);
-	if (r % 2 == 0) {
-		out = nzi_scratch(s, H + bytes);
-		if (!in || !out)
+	for (uint32_t j = 0; j < pc->n; j++) {
+		size_t off = nzi_piece_off(pc, j) * es, len = nzi_piece_len(pc, j) * es;
+		uint8_t *in = nzi_scratch(s, H + len), *out;
+		int st, sd, rv, cp, rd;
+
+		if (!in)
 			return -1;
-		st = nzi_stage(s, out, acc, bytes);
-		nzi_dep(s, st, *last);
-		sd = nzi_send(s, r + 1, NZI_TAG(0, 0), out, H + bytes, NZI_F_HDR);
-		nzi_dep(s, sd, st);
-		rv = nzi_recv(s, r + 1, NZI_TAG(final_step, 0), in, H + bytes, NZI_F_HDR);
-		cp = nzi_copy(s, acc, in + H, bytes);
-		nzi_dep(s, cp, rv);
-		nzi_dep(s, cp, st);
-		return -1;
+		if (r % 2 == 0) {
+			out = nzi_scratch(s, H + len);
+			if (!out)
+				return -1;
+			st = nzi_stage(s, out, acc + off, len);
+			nzi_dep(s, st, last[j]);
+			sd = nzi_send(s, r + 1, NZI_TAG(0, j), out, H + len, NZI_F_HDR);
+			nzi_dep(s, sd, st);
+			rv = nzi_recv(s, r + 1, NZI_TAG(final_step, j), in, H + len, NZI_F_HDR);
+			nzi_dep(s, rv, first);
+			first = j ? first : rv;
+			cp = nzi_copy(s, acc + off, in + H, len);
+			nzi_dep(s, cp, rv);
+			nzi_dep(s, cp, st);
+			continue;
+		}
+		rv = nzi_recv(s, r - 1, NZI_TAG(0, j), in, H + len, NZI_F_HDR);
+		nzi_dep(s, rv, first);
+		first = j ? first : rv;
+		rd = nzi_reduce(s, acc + off, acc + off, in + H, nzi_piece_len(pc, j));
+		nzi_dep(s, rd, rv);
+		nzi_dep(s, rd, last[j]);
+		last[j] = rd;
 	}
-	if (!in)
-		return -1;
-	rv = nzi_recv(s, r - 1, NZI_TAG(0, 0), in, H + bytes, NZI_F_HDR);
-	rd = nzi_reduce(s, acc, acc, in + H, count);
-	nzi_dep(s, rd, rv);
-	nzi_dep(s, rd, *last);
-	*last = rd;
-	return r / 2;
+	return r % 2 ? r / 2 : -1;
 }
 
 static int nzi_real_rank(int vr, int rem)
@@ -160,63 +210,83 @@ static int nzi_real_rank(int vr, int rem)
 }
 
 static void nzi_fixup_post(struct nzi_sched *s, const uint8_t *acc,
-			   size_t count, uint32_t final_step, int last)
+			   const struct nzi_pieces *pc, uint32_t final_step, const int *last)
 {
 	int n = s->size, r = s->rank, rem = n - nzi_pow2_floor(n);
-	size_t bytes = count * nz_dtype_size(s->dtype);
-	uint8_t *out;
-	int st, sd;
+	size_t es = nz_dtype_size(s->dtype);
 
 	if (r >= 2 * rem || r % 2 == 0)
 		return;
-	out = nzi_scratch(s, H + bytes);
-	if (!out)
-		return;
-	st = nzi_stage(s, out, acc, bytes);
-	nzi_dep(s, st, last);
-	sd = nzi_send(s, r - 1, NZI_TAG(final_step, 0), out, H + bytes, NZI_F_HDR);
-	nzi_dep(s, sd, st);
+	for (uint32_t j = 0; j < pc->n; j++) {
+		size_t off = nzi_piece_off(pc, j) * es, len = nzi_piece_len(pc, j) * es;
+		uint8_t *out = nzi_scratch(s, H + len);
+		int st, sd;
+
+		if (!out)
+			return;
+		st = nzi_stage(s, out, acc + off, len);
+		nzi_dep(s, st, last[j]);
+		sd = nzi_send(s, r - 1, NZI_TAG(final_step, j), out, H + len, NZI_F_HDR);
+		nzi_dep(s, sd, st);
+	}
 }
 
 /* ---- allreduce ---- */
 
-/* Recursive doubling: log2(p) exchanges of the whole vector. */
+/*
+ * Recursive doubling: log2(p) exchanges of the whole vector, each piece
+ * on its own: a piece goes on to the next step as soon as it is reduced.
+ */
 static int nzi_allreduce_rd(struct nzi_sched *s, const struct nzi_args *a)
 {
-	size_t es = nz_dtype_size(a->dtype), bytes = a->count * es;
+	size_t es = nz_dtype_size(a->dtype);
 	int p = nzi_pow2_floor(s->size), rem = s->size - p, steps = nzi_log2(p);
 	uint32_t final_step = 1 + (uint32_t)steps;
 	uint8_t *acc = a->recvbuf;
-	int last = -1, vr, k = 0;
+	int last[NZI_MAX_PIECES], vr, k = 0;
+	struct nzi_pieces pc;
 
-	if (a->sendbuf != a->recvbuf)
-		last = nzi_copy(s, acc, a->sendbuf, bytes);
-	vr = nzi_fixup_pre(s, acc, a->count, final_step, &last);
+	nzi_pieces_init(&pc, a->count, es, a->small_segment);
+	for (uint32_t j = 0; j < pc.n; j++) {
+		size_t off = nzi_piece_off(&pc, j) * es;
+
+		last[j] = a->sendbuf == a->recvbuf ? -1 :
+			  nzi_copy(s, acc + off, (const uint8_t *)a->sendbuf + off,
+				   nzi_piece_len(&pc, j) * es);
+	}
+	vr = nzi_fixup_pre(s, acc, &pc, final_step, last);
 	if (vr < 0)
 		return s->err;
 	for (int d = 1; d < p; d <<= 1, k++) {
-		int peer = nzi_real_rank(vr ^ d, rem), st, sd, rv, rd;
-		uint8_t *out = nzi_scratch(s, H + bytes), *in = nzi_scratch(s, H + bytes);
+		int peer = nzi_real_rank(vr ^ d, rem), first = -1;
 
-		if (!out || !in)
-			return -ENOMEM;
-		st = nzi_stage(s, out, acc, bytes);
-		nzi_dep(s, st, last);
-		sd = nzi_send(s, peer, NZI_TAG(1 + k, 0), out, H + bytes, NZI_F_HDR);
-		nzi_dep(s, sd, st);
-		rv = nzi_recv(s, peer, NZI_TAG(1 + k, 0), in, H + bytes, NZI_F_HDR);
-		rd = nzi_reduce(s, acc, acc, in + H, a->count);
-		nzi_dep(s, rd, rv);
-		nzi_dep(s, rd, st);
-		last = rd;
-	}
-	if (a->op == NZ_AVG) {
-		int av = nzi_avg(s, acc, a->count);
+		for (uint32_t j = 0; j < pc.n; j++) {
+			size_t off = nzi_piece_off(&pc, j) * es, len = nzi_piece_len(&pc, j) * es;
+			uint8_t *out = nzi_scratch(s, H + len), *in = nzi_scratch(s, H + len);
+			int st, sd, rv, rd;
 
-		nzi_dep(s, av, last);
-		last = av;
+			if (!out || !in)
+				return -ENOMEM;
+			st = nzi_stage(s, out, acc + off, len);
+			nzi_dep(s, st, last[j]);
+			sd = nzi_send(s, peer, NZI_TAG(1 + k, j), out, H + len, NZI_F_HDR);
+			nzi_dep(s, sd, st);
+			rv = nzi_recv(s, peer, NZI_TAG(1 + k, j), in, H + len, NZI_F_HDR);
+			nzi_dep(s, rv, first);	/* a count mismatch shows in piece 0 */
+			first = j ? first : rv;
+			rd = nzi_reduce(s, acc + off, acc + off, in + H, nzi_piece_len(&pc, j));
+			nzi_dep(s, rd, rv);
+			nzi_dep(s, rd, st);
+			last[j] = rd;
+		}
 	}
-	nzi_fixup_post(s, acc, a->count, final_step, last);
+	for (uint32_t j = 0; j < pc.n && a->op == NZ_AVG; j++) {
+		int av = nzi_avg(s, acc + nzi_piece_off(&pc, j) * es, nzi_piece_len(&pc, j));
+
+		nzi_dep(s, av, last[j]);
+		last[j] = av;
+	}
+	nzi_fixup_post(s, acc, &pc, final_step, last);
 	return s->err;
 }
 
@@ -233,10 +303,12 @@ static int nzi_allreduce_hd(struct nzi_sched *s, const struct nzi_args *a)
 	uint32_t final_step = 1 + 2 * (uint32_t)steps;
 	uint8_t *acc = a->recvbuf;
 	int last = -1, vr, lo = 0, k = 0;
+	struct nzi_pieces whole;
 
+	nzi_pieces_init(&whole, a->count, es, 0);
 	if (a->sendbuf != a->recvbuf)
 		last = nzi_copy(s, acc, a->sendbuf, bytes);
-	vr = nzi_fixup_pre(s, acc, a->count, final_step, &last);
+	vr = nzi_fixup_pre(s, acc, &whole, final_step, &last);
 	if (vr < 0)
 		return s->err;
 	/* Halving: the range [lo, lo + 2d) of the p blocks splits in two. */
@@ -291,7 +363,7 @@ static int nzi_allreduce_hd(struct nzi_sched *s, const struct nzi_args *a)
 		nzi_dep(s, cp, last);
 		last = cp;
 	}
-	nzi_fixup_post(s, acc, a->count, final_step, last);
+	nzi_fixup_post(s, acc, &whole, final_step, &last);
 	return s->err;
 }
 

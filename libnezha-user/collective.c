@@ -83,6 +83,7 @@ static bool nzi_algo_valid(enum nz_coll coll, enum nz_coll_algo algo)
 /* ---- Tuning ---- */
 
 #define NZI_DEF_SEGMENT		(1u << 20)
+#define NZI_DEF_SMALL_SEGMENT	(16u << 10)
 #define NZI_DEF_WINDOW		24
 #define NZI_DEF_SMALL		(64u << 10)
 #define NZI_DEF_CROSSOVER	(1u << 20)
@@ -99,11 +100,9 @@ static int nzi_env_size(const char *name, size_t min, size_t max, size_t *out)
 	if (!v || !*v)
 		return 0;
 	x = strtoull(v, &end, 10);
-	switch (*end) {
-	case 'k': case 'K': x <<= 10; end++; break;
-	case 'm': case 'M': x <<= 20; end++; break;
-	case 'g': case 'G': x <<= 30; end++; break;
-	default: break;
+	if (*end && strchr("kKmMgG", *end)) {
+		x <<= *end == 'k' || *end == 'K' ? 10 : *end == 'm' || *end == 'M' ? 20 : 30;
+		end++;
 	}
 	if (end == v || *end || x < min || x > max)
 		return nzi_error(-EINVAL, "environment: %s=\"%s\" is not a size in %zu..%zu (K, M, G suffixes)",
@@ -159,6 +158,7 @@ static int nzi_tuning_env(struct nz_coll_tuning *t)
 
 	memset(t, 0, sizeof(*t));
 	t->segment = NZI_DEF_SEGMENT;
+	t->small_segment = NZI_DEF_SMALL_SEGMENT;
 	t->window = NZI_DEF_WINDOW;
 	t->small_max = NZI_DEF_SMALL;
 	t->allreduce_crossover = NZI_DEF_CROSSOVER;
@@ -172,6 +172,8 @@ static int nzi_tuning_env(struct nz_coll_tuning *t)
 		ret = nzi_env_size("NEZHA_COLL_SMALL", 0, SIZE_MAX >> 1, &t->small_max);
 	if (!ret)
 		ret = nzi_env_size("NEZHA_COLL_SEGMENT", NZI_MIN_SEGMENT, 1u << 30, &t->segment);
+	if (!ret)
+		ret = nzi_env_size("NEZHA_COLL_SMALL_SEGMENT", 0, 1u << 30, &t->small_segment);
 	v = t->window;
 	if (!ret)
 		ret = nzi_env_size("NEZHA_COLL_WINDOW", 1, NZI_MAX_WINDOW, &v);
@@ -361,7 +363,8 @@ int nz_coll_set_tuning(struct nz_comm *comm, const struct nz_coll_tuning *t)
 		if (!nzi_algo_valid((enum nz_coll)i, (enum nz_coll_algo)t->algo[i]))
 			return nzi_error(-EINVAL, "coll_set_tuning: %s has no algorithm %d",
 					 nzi_coll_names[i], t->algo[i]);
-	if (t->segment < NZI_MIN_SEGMENT || t->segment > (1u << 30) || !t->window ||
+	if (t->segment < NZI_MIN_SEGMENT || t->segment > (1u << 30) ||
+	    t->small_segment > (1u << 30) || !t->window ||
 	    t->window > NZI_MAX_WINDOW || (t->check != 0 && t->check != 1))
 		return nzi_error(-EINVAL, "coll_set_tuning: segment %zu (%d..%u), window %u (1..%d) or check %d out of range",
 				 t->segment, NZI_MIN_SEGMENT, 1u << 30, t->window, NZI_MAX_WINDOW,
@@ -557,6 +560,7 @@ static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 		return ret;
 	a->algo = nzi_select(&c->tune, comm->size, a->coll, total);
 	a->segment = c->tune.segment;
+	a->small_segment = c->tune.small_segment;
 	a->window = c->tune.window;
 	hdr.coll = (uint8_t)a->coll;
 	hdr.dtype = a->coll == NZ_COLL_BARRIER ? 0 : (uint8_t)a->dtype;
@@ -565,7 +569,8 @@ static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 	hdr.algo = (uint8_t)a->algo;
 	hdr.root = (a->coll == NZ_COLL_BROADCAST || a->coll == NZ_COLL_REDUCE) ? a->root : 0;
 	hdr.count = a->count;
-	hdr.param = nzi_pipelined(a->algo) ? (uint32_t)a->segment : 0;
+	hdr.param = nzi_pipelined(a->algo) ? (uint32_t)a->segment :
+		    a->algo == NZ_ALGO_RD ? (uint32_t)a->small_segment : 0;
 
 	req = calloc(1, sizeof(*req));
 	if (!req)
@@ -632,13 +637,17 @@ int nz_coll_progress(struct nz_comm *comm)
  * Block until req finishes.  Each round advances every collective, then
  * waits for one transfer: req's oldest receive (what its next step needs)
  * or, if req has nothing in flight, another collective's.  The transport
- * waits for one given transfer, so when more are in flight the wait is
- * cut in slices of NZI_SLICE_MS to notice the others.
+ * waits for one given transfer, so when another one's completion could
+ * matter (nzi_sched_needs_poll(), or another collective in flight) the
+ * wait is cut in slices, from NZI_SLICE_MS up to NZI_SLICE_MAX_MS while
+ * slices bring nothing, to notice it.
  */
-#define NZI_SLICE_MS	2
+#define NZI_SLICE_MS		2
+#define NZI_SLICE_MAX_MS	32
 
 int nz_coll_wait(struct nz_coll_request *req)
 {
+	int slice = NZI_SLICE_MS;
 	struct nzi_coll *c;
 	struct nz_comm *comm;
 
@@ -648,9 +657,9 @@ int nz_coll_wait(struct nz_coll_request *req)
 	comm = req->s.comm;
 	for (;;) {
 		struct nzi_sched *w = &req->s;
-		unsigned int inflight = 0;
 		int tmo = -1, stall = comm->wait_timeout_ms, ret;
-		uint32_t op = 0;
+		bool poll = nzi_sched_needs_poll(w);
+		uint32_t op = 0, done;
 		int64_t res = 0, now;
 		void *h;
 
@@ -665,10 +674,10 @@ int nz_coll_wait(struct nz_coll_request *req)
 		}
 		h = nzi_sched_critical(w, &op);
 		for (struct nz_coll_request *r = c->head; r; r = r->next) {
-			inflight += r->s.nflight;
-			if (r->detached)	/* nobody waits for them */
-				continue;
-			if (!h && r->s.nflight) {
+			if (r->detached || r == req || !r->s.nflight)
+				continue;	/* nobody waits for detached ones */
+			poll = true;
+			if (!h) {
 				w = &r->s;
 				h = nzi_sched_critical(w, &op);
 			}
@@ -681,11 +690,16 @@ int nz_coll_wait(struct nz_coll_request *req)
 		}
 		if (stall > 0 && !req->s.aborting)
 			tmo = (int)(req->s.last_progress + stall - now);
-		if (inflight > 1 && (tmo < 0 || tmo > NZI_SLICE_MS))
-			tmo = NZI_SLICE_MS;
+		if (poll && (tmo < 0 || tmo > slice))
+			tmo = slice;
+		done = req->s.ndone;
 		ret = w->xp->wait(w->xctx, h, tmo, &res);
 		if (!ret)
 			nzi_sched_complete(w, op, res);
+		/* Back off while slices bring nothing; start over on progress. */
+		nzi_progress_all(c);
+		slice = !ret || req->s.ndone != done ? NZI_SLICE_MS :
+			slice * 2 > NZI_SLICE_MAX_MS ? NZI_SLICE_MAX_MS : slice * 2;
 	}
 }
 

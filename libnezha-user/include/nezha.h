@@ -340,7 +340,8 @@ enum nz_coll_algo {
  * Algorithm selection and pipelining of one communicator.  Defaults come
  * from the environment when the first collective runs (NEZHA_ALGO,
  * NEZHA_ALLREDUCE_RD_MAX, NEZHA_ALLREDUCE_CROSSOVER, NEZHA_COLL_SMALL,
- * NEZHA_COLL_SEGMENT, NEZHA_COLL_WINDOW, NEZHA_COLL_CHECK; see
+ * NEZHA_COLL_SEGMENT, NEZHA_COLL_SMALL_SEGMENT, NEZHA_COLL_WINDOW,
+ * NEZHA_COLL_CHECK; see
  * collectives.rst).  Every rank must use the same tuning (a difference is
  * detected as a mismatch).
  */
@@ -352,6 +353,9 @@ struct nz_coll_tuning {
 	size_t small_max;		/* bytes: tree/bruck/direct up to this,
 					 * pipelined algorithms above */
 	size_t segment;			/* bytes per pipelined message */
+	size_t small_segment;		/* recursive doubling sends larger
+					 * vectors as pieces of this size
+					 * (at most 16; 0: never) */
 	unsigned int window;		/* pipelined receives in flight */
 	int check;			/* 1: agreement round before each collective */
 };

@@ -370,7 +370,7 @@ struct tcase {
 	enum nz_redop op;
 	size_t count;
 	int n, root, inplace;
-	size_t segment;
+	size_t segment, small_segment;
 	unsigned int window;
 	int check;		/* agreement round */
 	int timeout_ms;		/* transport's transfer timeout */
@@ -567,6 +567,8 @@ static void *rank_main(void *arg)
 	tune.algo[tc->coll] = (unsigned char)(tc->algo_of[r] >= 0 ? tc->algo_of[r] : (int)tc->algo);
 	if (tc->segment)
 		tune.segment = tc->segment;
+	if (tc->small_segment)
+		tune.small_segment = tc->small_segment;
 	if (tc->window)
 		tune.window = tc->window;
 	tune.check = tc->check;
@@ -754,6 +756,7 @@ static void matrix(enum nz_coll coll, enum nz_coll_algo algo, int quick)
 				if (si < ARRAY_SIZE(sizes)) {
 					count = sizes[si];
 					tc.segment = 4096;
+					tc.small_segment = 1024;	/* rd in pieces */
 					tc.window = 3;
 				} else {	/* a few MiB in all */
 					if (quick || (n != 2 && n != 5 && n != 8))
@@ -1063,6 +1066,16 @@ static void test_mismatch(void)
 		       nz_coll_algo_name(algos[a]), count_fail(&tc, &o, 0, -1),
 		       count_fail(&tc, &o, -EPROTO, -1), (long long)o.ms, o.why);
 	}
+	/* Recursive doubling in pieces: 1 piece here, 2 there. */
+	case_init(&tc, NZ_COLL_ALLREDUCE, NZ_ALGO_RD, 6);
+	tc.count = 4096;
+	tc.count_of[5] = 4097;
+	tc.small_segment = 16384;
+	tc.timeout_ms = 5000;
+	run_case(&tc, &o);
+	tap_ok(count_fail(&tc, &o, 0, -1) == 6 && o.ms < 2500,
+	       "allreduce/rd in 16 KiB pieces, 6 ranks, count 4097 (2 pieces) on rank 5, 4096 (1) elsewhere: all fail in %lld ms (%s)",
+	       (long long)o.ms, o.why);
 	/* Same bytes, another dtype; another operator. */
 	case_init(&tc, NZ_COLL_ALLREDUCE, NZ_ALGO_RING, 4);
 	tc.count = 5000;
@@ -1298,8 +1311,8 @@ static void test_args(void)
 
 	nz_coll_get_tuning(c, &t);
 	tap_ok(t.segment == 1 << 20 && t.window == 24 && t.small_max == 64 << 10 &&
-	       t.allreduce_crossover == 1 << 20 && !t.check,
-	       "default tuning: 1 MiB segments, window 24, small 64 KiB, crossover 1 MiB");
+	       t.allreduce_crossover == 1 << 20 && t.small_segment == 16 << 10 && !t.check,
+	       "default tuning: 1 MiB segments, 16 KiB pieces, window 24, small 64 KiB, crossover 1 MiB");
 	t.algo[NZ_COLL_BROADCAST] = NZ_ALGO_RING;
 	tap_ok(nz_coll_set_tuning(c, &t) == -EINVAL, "broadcast has no ring: EINVAL");
 	tap_ok(nz_coll_algo_parse("Ring", &a) == 0 && a == NZ_ALGO_RING &&
