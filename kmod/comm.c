@@ -173,7 +173,7 @@ void nz_conn_detach(struct nz_conn *conn, int err)
 	if (!p->conns_up && !p->down_since)
 		p->down_since = jiffies;
 	spin_unlock_bh(&p->lock);
-	resent = nz_conn_requeue_chunks(conn);
+	resent = nz_conn_requeue_chunks(conn, true);
 	nz_conn_free_ctrl(conn);
 	if (err && !READ_ONCE(p->comm->dead)) {
 		if (err != -ENETDOWN && err != -ENODEV) {
@@ -706,7 +706,7 @@ static void nz_conn_suspect(struct nz_conn *conn)
 	struct nz_rail_stats *st = &conn->rail->stats;
 	u32 resent;
 
-	resent = nz_conn_requeue_chunks(conn);
+	resent = nz_conn_requeue_chunks(conn, false);
 	atomic64_inc(&st->failovers);
 	atomic64_add(resent, &st->resent);
 	atomic64_set(&st->last_failover_ms, nz_health_now_ms());

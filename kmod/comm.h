@@ -97,6 +97,8 @@ struct nz_chunk {
 	u64 offset;
 	u32 len;
 	bool sent;			/* fully written to the transport */
+	bool busy;			/* a transport is writing it now */
+	bool acked;			/* acknowledged while busy: free at done */
 };
 
 enum nz_conn_state {
@@ -290,7 +292,7 @@ void nz_netlink_event(const struct nz_event *ev);
 /* msg.c */
 void nz_peer_fail_all(struct nz_peer *p, s32 err);
 void nz_peer_scan(struct nz_peer *p);
-u32 nz_conn_requeue_chunks(struct nz_conn *conn);
+u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all);
 void nz_peer_fail_pending(struct nz_peer *p, s32 err);
 void nz_conn_drop_chunks(struct nz_conn *conn);
 void nz_conn_free_ctrl(struct nz_conn *conn);

@@ -756,10 +756,14 @@ static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
 	m->outstanding--;
 	if (m->assigned_all && !m->outstanding)
 		complete = nz_msg_set_done(m, m->total);
+	/* Its writer has not returned yet: it frees the chunk. */
+	if (found->busy)
+		found->acked = true;
 	spin_unlock_bh(&p->lock);
 	if (complete)
 		nz_msg_complete(m);
-	nz_chunk_free(found);
+	if (!found->acked)
+		nz_chunk_free(found);
 	nz_conn_kick(conn);
 	return 0;
 }
@@ -825,6 +829,7 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 		return -ENODATA;
 	}
 	m = ch->msg;
+	ch->busy = true;
 	nz_frame_init(&it->f, NZ_FRAME_DATA);
 	it->f.len = ch->len;
 	it->f.data.msg_id = m->msg_id;
@@ -843,12 +848,31 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 
 void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
 {
-	if (!it->chunk)
+	struct nz_chunk *ch = it->chunk;
+	struct nz_peer *p = conn->peer;
+	bool free_it = false, moved = false;
+
+	if (!ch)
 		return;
-	atomic64_add(it->chunk->len, &conn->bytes_tx);
+	atomic64_add(it->f.len, &conn->bytes_tx);
 	atomic64_inc(&conn->chunks_tx);
-	atomic64_add(it->chunk->len, &conn->rail->stats.bytes_tx);
+	atomic64_add(it->f.len, &conn->rail->stats.bytes_tx);
 	atomic64_inc(&conn->rail->stats.chunks_tx);
+	spin_lock_bh(&p->lock);
+	ch->busy = false;
+	if (ch->acked) {
+		free_it = true;
+	} else if (READ_ONCE(conn->suspect)) {
+		/* Written on a path we gave up on: send it elsewhere too. */
+		conn->inflight_bytes -= ch->len;
+		list_move_tail(&ch->node, &p->resend);
+		moved = true;
+	}
+	spin_unlock_bh(&p->lock);
+	if (free_it)
+		nz_chunk_free(ch);
+	if (moved)
+		nz_peer_kick(p);
 }
 
 /*
@@ -856,7 +880,7 @@ void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
  * not acknowledged goes back to the peer, to be sent again on any rail.
  * The receiver drops what it already has and acknowledges it anyway.
  */
-u32 nz_conn_requeue_chunks(struct nz_conn *conn)
+u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all)
 {
 	struct nz_peer *p = conn->peer;
 	struct nz_chunk *ch, *tmp;
@@ -864,11 +888,21 @@ u32 nz_conn_requeue_chunks(struct nz_conn *conn)
 
 	spin_lock_bh(&p->lock);
 	list_for_each_entry_safe(ch, tmp, &conn->chunks, node) {
+		/*
+		 * Unless the transport is gone (all), the chunk it is writing
+		 * stays: it moves when the write is done (nz_conn_tx_done()),
+		 * so its pages are never read after another copy completed it.
+		 */
+		if (ch->busy && !all)
+			continue;
+		ch->busy = false;
 		ch->sent = false;
+		conn->inflight_bytes -= ch->len;
 		list_move_tail(&ch->node, &p->resend);
 		n++;
 	}
-	conn->inflight_bytes = 0;
+	if (all)
+		conn->inflight_bytes = 0;
 	spin_unlock_bh(&p->lock);
 	return n;
 }

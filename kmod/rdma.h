@@ -2,7 +2,8 @@
 /*
  * nezha_rdma.ko: RDMA rails over kernel verbs and rdma_cm.  The rail side
  * (devices, listener, device removal, sysfs, module init) is rdma_rail.c;
- * the connections (queue pairs, buffers, credits, handshake) are
+ * setting connections up (CM events, handshake) is rdma_conn.c; a
+ * connection's queue pair, buffers, credits and teardown are
  * transport_rdma.c.  Documentation/rdma.rst has the design.
  *
  * Locking: nz_rdma_rails_lock (a mutex) protects the list of RDMA rails and
@@ -10,7 +11,8 @@
  * listener, device and connection list.  rc->lock (a spinlock taken with
  * _bh: completions run in softirq) protects a connection's credits, free
  * transmit slots and state flags.  Order: conn->io_lock,
- * nz_rdma_rails_lock, rr->lock, peer->lock, rc->lock.
+ * nz_rdma_rails_lock, rr->lock, conn->kick_lock (nz_conn_fail()), rc->lock;
+ * peer->lock (the data path's) is never held with rc->lock.
  */
 #ifndef _NZ_RDMA_H
 #define _NZ_RDMA_H
@@ -140,6 +142,7 @@ struct nz_rdma_conn {
 	struct nz_frame hs_frame;	/* client: the handshake frame read */
 	bool hs_have;
 
+	/* Set up once, or synchronised by themselves. */
 	wait_queue_head_t waitq;	/* client steps, frames; sends done */
 	struct nz_rdma_cm_req req;	/* server: as the client sent it */
 	u8 nonce_s[NZ_WIRE_NONCE_LEN];	/* server: our challenge */

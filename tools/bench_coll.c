@@ -404,8 +404,9 @@ static void nzb_header(const struct nzb_coll *b)
 	       b->p.iters, b->p.warmup, b->p.stop_s ? " (fewer when slower than -t)" : "", b->p.conc,
 	       b->p.check ? "on" : "off",
 	       b->p.algo ? nz_coll_algo_name((enum nz_coll_algo)b->p.algo) : "auto");
-	printf("# tuning: rd up to %zu B (0: by ranks), hd up to %zu B, small %zu B, segment %zu B, window %u\n#\n",
-	       t.allreduce_rd_max, t.allreduce_crossover, t.small_max, t.segment, t.window);
+	printf("# tuning: rd up to %zu B (0: by ranks), hd up to %zu B, small %zu B, segment %zu B, pieces %zu B, window %u\n#\n",
+	       t.allreduce_rd_max, t.allreduce_crossover, t.small_max, t.segment, t.small_segment,
+	       t.window);
 	printf("# %10s %12s %8s %6s %6s", "", "", "", "", "");
 	if (b->p.place & PLACE_OUT)
 		printf("  %31s", "out-of-place                  ");
@@ -446,6 +447,34 @@ static void nzb_cell(const struct nzb_coll *b, size_t size, double usec, uint64_
 	printf("  %9.1f %8.4f %8.4f %6s", usec, algbw, algbw * nzb_busbw_factor(b->coll, b->size), w);
 }
 
+/* ---- Set-up ---- */
+
+/*
+ * The communicator from the torchrun environment, as nz_comm_init_env()
+ * builds it, but with the chunk unit of -u (which the environment cannot
+ * set); unit 0 keeps nz_comm_init_env() itself.
+ */
+static int nzb_init(struct nz_comm **comm, unsigned int unit)
+{
+	struct nz_comm_opts o = { 0 };
+	const char *v;
+
+	if (!unit)
+		return nz_comm_init_env(comm);
+	if (!getenv("RANK") || !getenv("WORLD_SIZE")) {
+		fprintf(stderr, "nezha-bench: -u needs RANK and WORLD_SIZE (torchrun style)\n");
+		return -EINVAL;
+	}
+	o.rank = atoi(getenv("RANK"));
+	o.size = atoi(getenv("WORLD_SIZE"));
+	o.master_addr = getenv("MASTER_ADDR");
+	o.master_port = getenv("MASTER_PORT") ? atoi(getenv("MASTER_PORT")) : 0;
+	o.timeout_ms = (v = getenv("NEZHA_TIMEOUT_MS")) ? atoi(v) : 0;
+	o.op_timeout_ms = (v = getenv("NEZHA_OP_TIMEOUT_MS")) ? (unsigned int)atoi(v) : 0;
+	o.unit = unit;
+	return nz_comm_init(comm, &o);
+}
+
 /* ---- Options ---- */
 
 static int nzb_parse_size(const char *s, uint64_t *out)
@@ -470,7 +499,7 @@ static void nzb_usage(const char *mode)
 	fprintf(stderr,
 		"usage: nezha-bench %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
 		"         [-d DTYPE] [-o OP] [-r ROOT] [-A ALGO] [-N CONCURRENT] [-p out|in|both]\n"
-		"         [-t SECONDS] [-T SECONDS] [--check]\n"
+		"         [-t SECONDS] [-T SECONDS] [-u UNIT] [--check]\n"
 		"  ranks set up like torchrun: MASTER_ADDR MASTER_PORT RANK WORLD_SIZE\n"
 		"  sizes (bytes, whole buffer as nccl-tests counts it) take K/M/G suffixes;\n"
 		"  defaults -b 8 -e 64M -f 2 -n 20 -w 5 -d float -o sum -r 0 -p both -N 1\n"
@@ -478,10 +507,12 @@ static void nzb_usage(const char *mode)
 		"  -N: collectives in flight at once (1..%d), non-blocking\n"
 		"  -t: fewer iterations when they would take longer than this (seconds)\n"
 		"  -T: fail when one wait makes no progress for this long (120)\n"
-		"  every rank follows rank 0's plan; only -T is its own\n", mode, NZB_MAX_CONC);
+		"  -u: the communicator's chunk unit in bytes (module default; the same on every rank)\n"
+		"  every rank follows rank 0's plan; only -T and -u are its own\n", mode, NZB_MAX_CONC);
 }
 
-static int nzb_options(int argc, char **argv, struct nzb_plan *p, int *wait_s)
+static int nzb_options(int argc, char **argv, struct nzb_plan *p, int *wait_s,
+		       unsigned int *unit)
 {
 	static const struct option longopts[] = {
 		{ "check", no_argument, NULL, 'c' },
@@ -498,8 +529,16 @@ static int nzb_options(int argc, char **argv, struct nzb_plan *p, int *wait_s)
 				.warmup = 5, .dtype = NZ_FLOAT32, .op = NZ_SUM, .conc = 1,
 				.place = PLACE_BOTH };
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "b:e:f:n:w:d:o:r:A:N:p:t:T:ch", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "b:e:f:n:w:d:o:r:A:N:p:t:T:u:ch", longopts, NULL)) != -1) {
 		switch (opt) {
+		case 'u': {
+			uint64_t u;
+
+			if (nzb_parse_size(optarg, &u) || (u && (u < NZ_MIN_UNIT || u > NZ_MAX_UNIT)))
+				goto bad;
+			*unit = (unsigned int)u;
+			break;
+		}
 		case 'b':
 			if (nzb_parse_size(optarg, &p->min))
 				goto bad;
@@ -605,14 +644,15 @@ int nzb_bench_coll(int argc, char **argv)
 	uint64_t bad = 0;
 	double sum_bw = 0;
 	int wait_s = 120, nsizes = 0, ret;
+	unsigned int unit = 0;
 
 	for (int c = 0; c < NZ_COLL_COUNT; c++)
 		if (!strcmp(argv[0], nz_coll_name((enum nz_coll)c)))
 			b.coll = (enum nz_coll)c;
-	ret = nzb_options(argc, argv, &b.p, &wait_s);
+	ret = nzb_options(argc, argv, &b.p, &wait_s, &unit);
 	if (ret)
 		return ret;
-	ret = nz_comm_init_env(&b.comm);
+	ret = nzb_init(&b.comm, unit);
 	if (ret) {
 		fprintf(stderr, "nezha-bench %s: %s\n", argv[0], nz_last_error());
 		return ret;

@@ -291,12 +291,15 @@ static void test_mismatch(struct nz_comm *c)
 
 static int suite(struct nz_comm *c, size_t big)
 {
+	int ret;
+
 	test_matrix(c);
 	if (big)
 		test_big(c, big);
 	test_nonblocking(c);
 	test_mismatch(c);
-	tap_ok(nz_barrier(c) == 0, "final barrier");
+	ret = nz_barrier(c);
+	tap_ok(ret == 0, "final barrier (%s)", ret ? nz_last_error() : "ok");
 	return 0;
 }
 
