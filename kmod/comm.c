@@ -124,6 +124,7 @@ int nz_conn_attach(struct nz_conn *conn, void *tp)
 		return -ESHUTDOWN;
 	}
 	conn->state = NZ_CONN_UP;
+	conn->counted = true;
 	p->conns_up++;
 	p->down_since = 0;
 	spin_unlock_bh(&p->lock);
@@ -165,11 +166,14 @@ void nz_conn_detach(struct nz_conn *conn, int err)
 	spin_unlock_bh(&conn->kick_lock);
 
 	spin_lock_bh(&p->lock);
-	if (conn->state == NZ_CONN_UP) {
+	/* Teardown may already have marked it DEAD: count by what we added. */
+	if (conn->counted) {
+		conn->counted = false;
 		p->conns_up--;
 		atomic_dec(&st->conns);
-		conn->state = NZ_CONN_IDLE;
 	}
+	if (conn->state == NZ_CONN_UP)
+		conn->state = NZ_CONN_IDLE;
 	if (!p->conns_up && !p->down_since)
 		p->down_since = jiffies;
 	spin_unlock_bh(&p->lock);

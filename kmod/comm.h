@@ -119,6 +119,7 @@ struct nz_conn {
 	u32 slot;			/* rail slot in the communicator */
 	struct nz_rail *rail;
 	enum nz_conn_state state;	/* under peer->lock */
+	bool counted;			/* in conns_up and the rail's conns */
 	bool client;			/* we connect (our rank > peer's) */
 	struct mutex io_lock;
 	void *tp;			/* transport state (socket, parser) */

@@ -342,7 +342,7 @@ int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
 	mutex_unlock(&nz_rail_cfg_lock);
 
 	if (rail->ib_port)
-		pr_info("rail %s: %s dev %s port %u netdev %s %pI4:%u weight %u\n",
+		pr_info("rail %s: %s dev %s ib-port %u netdev %s %pI4:%u weight %u\n",
 			rail->name, rail->ops->name, rail->dev, rail->ib_port,
 			rail->netdev, &rail->addr, rail->port, rail->weight);
 	else

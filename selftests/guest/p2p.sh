@@ -50,5 +50,7 @@ else
 	fi
 fi
 check "no transfer left in flight" test "$(cat /sys/class/nezha/nezha/inflight)" = 0
+check "no connection counted once the jobs are gone" \
+	sh -c 'for r in /sys/class/nezha/rail-*; do [ "$(cat $r/stats/conns)" = 0 ] || exit 1; done'
 check "rmmod after traffic" nz_unload
 tap_done
