@@ -52,7 +52,7 @@ GUEST_BINS := $(GUEST_SRCS:selftests/guest/%.c=$(B)/guest/%)
 
 .PHONY: all module lib tools tests check check-quick demo setup install \
 	lint checkpatch sparse clean bench-nop bench-p2p bench-coll bench-failover \
-	bench-rdma
+	bench-rdma bench-sched
 
 all: module lib tools tests
 
@@ -137,6 +137,11 @@ bench-coll: all
 # Nezha over a TCP rail and an RDMA rail (Soft-RoCE) vs each alone, 2 guests.
 bench-rdma: all
 	scripts/bench-rdma.sh
+
+# The measured scheduler on 2 unequal rails vs the rails alone, MPTCP and
+# the static equal split; latency of small messages; a rail halved mid-run.
+bench-sched: all
+	scripts/bench-sched.sh
 
 # Style and static checks of the kernel code (also run by `make check`).
 lint: checkpatch sparse

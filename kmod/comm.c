@@ -124,6 +124,7 @@ int nz_conn_attach(struct nz_conn *conn, void *tp)
 		return -ESHUTDOWN;
 	}
 	conn->state = NZ_CONN_UP;
+	nz_sched_conn_up(conn);
 	conn->counted = true;
 	p->conns_up++;
 	p->down_since = 0;
@@ -788,10 +789,13 @@ void nz_conn_heartbeat(struct nz_conn *conn, bool on_time)
 	if (conn->state == NZ_CONN_UP && conn->nctrl < 64) {
 		list_add_tail(&c->node, &conn->ctrl);
 		conn->nctrl++;
+		if (!conn->inflight_bytes)
+			c->f.hb.seq = NZ_HB_IDLE;
 		c = NULL;
 	}
 	spin_unlock_bh(&p->lock);
 	kfree(c);
+	nz_sched_tick(conn);
 	nz_conn_kick(conn);
 }
 

@@ -77,6 +77,8 @@ struct nz_msg {
 	u64 next_off;			/* first byte not yet assigned */
 	u32 outstanding;		/* chunks assigned, not acknowledged */
 	bool assigned_all;
+	u8 rail_mask;			/* slots the scheduler chose (sched.c) */
+	u64 slot_bytes[NZ_MAX_RAILS];	/* bytes assigned to each slot */
 
 	/* rx */
 	struct nz_reasm reasm;
@@ -99,6 +101,8 @@ struct nz_chunk {
 	bool sent;			/* fully written to the transport */
 	bool busy;			/* a transport is writing it now */
 	bool acked;			/* acknowledged while busy: free at done */
+	bool first;			/* assigned to an idle connection */
+	u64 t_assign;			/* ktime ns it was assigned */
 };
 
 enum nz_conn_state {
@@ -106,6 +110,37 @@ enum nz_conn_state {
 	NZ_CONN_CONNECTING,
 	NZ_CONN_UP,
 	NZ_CONN_DEAD,			/* communicator going away */
+};
+
+/*
+ * The scheduler's view of a connection (sched.c, Documentation/sched.rst):
+ *
+ *   PROBE --sample--> HOT --idle cool_ms--> COLD --used--> HOT
+ *     ^                                       |
+ *     +------- estimates older than stale_ms -+
+ */
+enum nz_sched_state {
+	NZ_SCHED_PROBE,			/* nothing measured yet, or stale */
+	NZ_SCHED_HOT,			/* carried data lately; fresh estimates */
+	NZ_SCHED_COLD,			/* idle: its start-up cost is paid again */
+};
+
+/* Online estimates of one connection, under peer->lock. */
+struct nz_est {
+	u8 state;			/* enum nz_sched_state */
+	u64 bw;				/* delivered bytes/s, smoothed; 0 unknown */
+	u32 srtt_us;			/* heartbeat round trip, smoothed */
+	u32 min_rtt_us;			/* lowest round trip, this window */
+	u32 min_rtt_prev_us;		/* ... and the window before */
+	u64 min_rtt_stamp;		/* ns: the current window started */
+	u32 start_us;			/* start-up latency from idle; 0 unknown */
+	u64 sample_start;		/* ns: bandwidth sample began; 0 none */
+	u64 sample_bytes;		/* acknowledged since */
+	bool sample_limited;		/* window-limited during the sample */
+	u64 last_active;		/* ns: chunk assigned or acknowledged */
+	u64 last_sample;		/* ns: last bandwidth or start-up sample */
+	u64 samples;			/* bandwidth samples taken */
+	u64 transitions;		/* state changes */
 };
 
 /* A control frame waiting to be sent (ACK, heartbeat, close). */
@@ -143,6 +178,7 @@ struct nz_conn {
 	bool suspect;			/* silent too long: takes no chunks */
 	bool rx_blocked;		/* transport holds back (budget full) */
 	unsigned long up_since;		/* jiffies it came up */
+	struct nz_est est;		/* sched.c, under peer->lock */
 };
 
 /* Tag sequence numbers of one (peer, tag). */
@@ -305,5 +341,12 @@ void nz_msg_exit(void);
 struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 				     struct nz_chunk **spare);
 u64 nz_sched_window(const struct nz_conn *conn);
+void nz_sched_msg_new(struct nz_peer *p, struct nz_msg *m);
+void nz_sched_acked(struct nz_conn *conn, const struct nz_chunk *ch);
+void nz_sched_rtt(struct nz_conn *conn, u64 ts_ns, u64 flags);
+void nz_sched_conn_up(struct nz_conn *conn);
+/* sched.c: not under peer->lock (health.c, every heartbeat period). */
+void nz_sched_tick(struct nz_conn *conn);
+const char *nz_sched_state_name(u8 state);
 
 #endif /* _NZ_COMM_H */

@@ -335,6 +335,7 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 	m->msg_id = p->next_msg_id++;
 	m->xreq = xr;
 	p->tx_inflight_msgs++;
+	nz_sched_msg_new(p, m);
 	list_add_tail(&m->node, &p->tx_msgs);
 	spin_unlock_bh(&p->lock);
 	kfree(spare);
@@ -751,6 +752,7 @@ static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
 	}
 	list_del(&found->node);
 	conn->inflight_bytes -= found->len;
+	nz_sched_acked(conn, found);
 	p->last_progress = jiffies;
 	m = found->msg;
 	m->outstanding--;
@@ -787,6 +789,7 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 		nz_conn_kick(conn);
 		return 0;
 	case NZ_FRAME_HEARTBEAT_ACK:
+		nz_sched_rtt(conn, f->hb.ts_ns, f->hb.seq);
 		return 0;
 	case NZ_FRAME_CLOSE:
 		/* The peer left the job in order, or refused us. */

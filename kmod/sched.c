@@ -1,34 +1,126 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The scheduler: which bytes a connection carries next.
+ * The scheduler: on which rails a message travels, and which bytes a
+ * connection carries next (Documentation/sched.rst).
  *
  * Connections pull.  When a connection's transport has room it asks for a
  * chunk; it gets one only while the bytes it has in flight (sent, not yet
- * acknowledged) stay below its window, which is proportional to its rail's
- * weight.  A fast rail drains its window sooner and so pulls more chunks: the
- * split follows each rail's delivered capacity, and the last chunks of a
- * message go to whichever rail has room instead of queueing behind a slow
- * one.  A weight of 0 (or an administratively downed rail) takes nothing.
+ * acknowledged) stay below its window.  A fast rail drains its window
+ * sooner and so pulls more: the split follows each rail's delivered
+ * capacity from moment to moment.
  *
- * Chunks of a connection that failed (peer->resend) are taken first, so
- * that a reroute finishes the oldest data before new data starts.  A
- * connection the health code suspects (silent) takes nothing.
+ * In the default "measured" mode every connection keeps online estimates
+ * (struct nz_est): delivered bandwidth from acknowledged bytes over time,
+ * the round trip of its heartbeats, and its start-up latency (how long the
+ * first chunk after an idle period takes, minus its serialisation).  From
+ * them:
+ *
+ *  - the window is the bandwidth times a short target time (twice the
+ *    unloaded round trip if that is longer), plus one chunk: enough to keep
+ *    the rail busy, little to wait behind when a rail fails;
+ *  - near the end of the data a connection leaves the rest to the others
+ *    when they would finish all of it before it finishes one more chunk:
+ *    the tail never waits on a slow rail while a fast one is idle;
+ *  - a message goes on the rails that pay off (nz_sched_msg_new()): sorted
+ *    by start-up latency a1 <= a2 <= ..., rail j joins when the message is
+ *    larger than sum over the rails before it of (aj - ai) * Bi, the bytes
+ *    those would carry while j is still starting.  One chunk goes on the
+ *    rail that delivers it first.  A cold TCP connection is charged the
+ *    round trips slow start costs it again.
+ *
+ * The state machine of each connection (PROBE, HOT, COLD) is in comm.h;
+ * every transition fires the nezha_sched_state tracepoint.
+ *
+ * Ablation (sched_mode): "weights" splits every message in fixed shares
+ * proportional to the rails' configured weights, "equal" in equal shares;
+ * neither measures anything.  In every mode a weight of 0 (or a rail that
+ * is down) takes nothing, and in "measured" mode the weight scales the
+ * measured window (100 = as measured).
+ *
+ * Chunks of a connection that failed (peer->resend) are taken first, so a
+ * reroute finishes the oldest data before new data starts.  A connection
+ * the health code suspects (silent) takes nothing.
  */
+#include <linux/math64.h>
 #include <linux/module.h>
+#include <linux/string.h>
+#include <linux/timekeeping.h>
 #include "comm.h"
+#include "transport.h"
+#include "trace.h"
+
+enum nz_sched_mode {
+	NZ_SCHED_MEASURED,
+	NZ_SCHED_WEIGHTS,
+	NZ_SCHED_EQUAL,
+};
+
+static const char * const nz_sched_mode_names[] = {
+	[NZ_SCHED_MEASURED] = "measured",
+	[NZ_SCHED_WEIGHTS] = "weights",
+	[NZ_SCHED_EQUAL] = "equal",
+};
+
+static unsigned int sched_mode = NZ_SCHED_MEASURED;
+
+static int nz_sched_mode_set(const char *val, const struct kernel_param *kp)
+{
+	int i = sysfs_match_string(nz_sched_mode_names, val);
+
+	if (i < 0)
+		return -EINVAL;
+	WRITE_ONCE(sched_mode, i);
+	return 0;
+}
+
+static int nz_sched_mode_get(char *buf, const struct kernel_param *kp)
+{
+	return scnprintf(buf, PAGE_SIZE, "%s\n",
+			 nz_sched_mode_names[READ_ONCE(sched_mode)]);
+}
+
+static const struct kernel_param_ops nz_sched_mode_ops = {
+	.set = nz_sched_mode_set,
+	.get = nz_sched_mode_get,
+};
+
+module_param_cb(sched_mode, &nz_sched_mode_ops, NULL, 0644);
+MODULE_PARM_DESC(sched_mode,
+		 "how messages are split: measured (default), weights or equal");
 
 static unsigned int window_units = 8;
 module_param(window_units, uint, 0644);
 MODULE_PARM_DESC(window_units,
-		 "chunk units a default-weight connection may have unacknowledged");
+		 "chunk units a connection may have unacknowledged before it is measured (and in the static modes)");
 
-u64 nz_sched_window(const struct nz_conn *conn)
+static unsigned int sched_target_ms = 20;
+module_param(sched_target_ms, uint, 0644);
+MODULE_PARM_DESC(sched_target_ms,
+		 "measured mode: least time a connection's window lasts (ms)");
+
+static unsigned int sched_cool_ms = 300;
+module_param(sched_cool_ms, uint, 0644);
+MODULE_PARM_DESC(sched_cool_ms, "idle time after which a connection is cold (ms)");
+
+static unsigned int sched_stale_ms = 5000;
+module_param(sched_stale_ms, uint, 0644);
+MODULE_PARM_DESC(sched_stale_ms,
+		 "age after which a cold connection's estimates are dropped and it is probed again (ms)");
+
+#define NZ_EST_MINRTT_WIN_NS	(10ULL * NSEC_PER_SEC)
+#define NZ_EST_MAX_WINDOW	(64ULL << 20)
+#define NZ_EST_DEFAULT_START_US	10000
+#define NZ_EST_TCP_IW		(10 * 1448)	/* bytes of TCP's restart window */
+
+const char *nz_sched_state_name(u8 state)
 {
-	u64 w = (u64)max(READ_ONCE(window_units), 1U) * conn->peer->comm->unit;
-	u32 weight = READ_ONCE(conn->rail->weight);
+	static const char *const names[] = {
+		[NZ_SCHED_PROBE] = "probe",
+		[NZ_SCHED_HOT] = "hot",
+		[NZ_SCHED_COLD] = "cold",
+	};
 
-	w = div_u64(w * weight, NZ_DEFAULT_WEIGHT);
-	return max_t(u64, w, conn->peer->comm->unit);
+	return state < ARRAY_SIZE(names) ? names[state] : "?";
 }
 
 static bool nz_sched_rail_usable(const struct nz_rail *rail)
@@ -37,24 +129,281 @@ static bool nz_sched_rail_usable(const struct nz_rail *rail)
 	       !READ_ONCE(rail->dead);
 }
 
+/* Under peer->lock. */
+static bool nz_sched_conn_usable(const struct nz_conn *c)
+{
+	return c->state == NZ_CONN_UP && !READ_ONCE(c->suspect) &&
+	       nz_sched_rail_usable(c->rail);
+}
+
+static u32 nz_est_min_rtt(const struct nz_est *e)
+{
+	if (!e->min_rtt_us)
+		return e->min_rtt_prev_us;
+	if (!e->min_rtt_prev_us)
+		return e->min_rtt_us;
+	return min(e->min_rtt_us, e->min_rtt_prev_us);
+}
+
+static void nz_sched_set_state(struct nz_conn *conn, u8 state)
+{
+	struct nz_est *e = &conn->est;
+	struct nz_comm *comm = conn->peer->comm;
+
+	if (e->state == state)
+		return;
+	trace_nezha_sched_state(conn->rail->name, comm->job_id, comm->rank,
+				conn->peer->rank, e->state, state, e->bw,
+				nz_est_min_rtt(e), e->start_us);
+	e->state = state;
+	e->transitions++;
+}
+
+/*
+ * How long a connection's window should last, in ns: the target, or twice
+ * its unloaded round trip if that is longer, so that the window covers
+ * what is on the way.  Short, so that little waits in a queue: a chunk of
+ * a failed rail is resent behind at most that much.
+ */
+static u64 nz_sched_target_ns(const struct nz_conn *c)
+{
+	return max_t(u64, (u64)READ_ONCE(sched_target_ms) * NSEC_PER_MSEC,
+		     2ULL * nz_est_min_rtt(&c->est) * NSEC_PER_USEC);
+}
+
+u64 nz_sched_window(const struct nz_conn *conn)
+{
+	u32 unit = conn->peer->comm->unit;
+	u32 weight = READ_ONCE(conn->rail->weight);
+	u64 w = (u64)max(READ_ONCE(window_units), 1U) * unit;
+
+	switch (READ_ONCE(sched_mode)) {
+	case NZ_SCHED_EQUAL:
+		return w;
+	case NZ_SCHED_MEASURED:
+		if (!conn->est.bw)
+			break;
+		w = mul_u64_u64_div_u64(conn->est.bw,
+					nz_sched_target_ns(conn),
+					NSEC_PER_SEC);
+		w = min(w, NZ_EST_MAX_WINDOW) + unit;
+		break;
+	}
+	w = div_u64(w * weight, NZ_DEFAULT_WEIGHT);
+	return max_t(u64, w, unit);
+}
+
+/* Start-up latency of conn for a message of size bytes, in ns. */
+static u64 nz_sched_start_ns(const struct nz_conn *conn, u64 size)
+{
+	const struct nz_est *e = &conn->est;
+	u32 rtt = nz_est_min_rtt(e);
+	u64 a = e->start_us;
+	u32 rtts;
+
+	if (!a)
+		a = rtt ? rtt : (e->srtt_us ? e->srtt_us :
+				 NZ_EST_DEFAULT_START_US);
+	a *= NSEC_PER_USEC;
+	/* Slow start again: one round trip per doubling past the restart window. */
+	rtts = conn->rail->ops->restart_rtts;
+	if (e->state != NZ_SCHED_HOT && rtts && size > NZ_EST_TCP_IW)
+		a += (u64)min_t(u32, rtts, fls64(div_u64(size, NZ_EST_TCP_IW))) *
+		     rtt * NSEC_PER_USEC;
+	return a;
+}
+
+struct nz_sched_cand {
+	u32 slot;
+	u64 a;				/* start-up, ns */
+	u64 bw;				/* bytes/s; 0 unknown */
+};
+
+/* Choose the rails of a new send, under peer->lock. */
+void nz_sched_msg_new(struct nz_peer *p, struct nz_msg *m)
+{
+	struct nz_sched_cand c[NZ_MAX_RAILS], tmp;
+	struct nz_comm *comm = p->comm;
+	u64 best = U64_MAX, t, cost;
+	u32 i, j, n = 0;
+	u8 mask = 0;
+
+	m->rail_mask = GENMASK(comm->nrails - 1, 0);
+	if (READ_ONCE(sched_mode) != NZ_SCHED_MEASURED)
+		return;
+	for (i = 0; i < comm->nrails; i++) {
+		struct nz_conn *conn = &p->conns[i];
+
+		if (!nz_sched_conn_usable(conn))
+			continue;
+		c[n].slot = i;
+		c[n].a = nz_sched_start_ns(conn, m->total);
+		c[n].bw = conn->est.bw;
+		/* Sorted by start-up latency. */
+		for (j = n++; j > 0 && c[j - 1].a > c[j].a; j--) {
+			tmp = c[j];
+			c[j] = c[j - 1];
+			c[j - 1] = tmp;
+		}
+	}
+	if (n < 2)
+		return;
+
+	if (m->total <= comm->unit) {
+		/* One chunk: the rail that delivers it first. */
+		for (i = 0; i < n; i++) {
+			t = c[i].a;
+			if (c[i].bw)
+				t += div64_u64(m->total * NSEC_PER_SEC,
+					       c[i].bw);
+			if (t < best) {
+				best = t;
+				mask = BIT(c[i].slot);
+			}
+		}
+		if (mask)
+			m->rail_mask = mask;
+		return;
+	}
+
+	mask = BIT(c[0].slot);
+	for (j = 1; j < n; j++) {
+		cost = 0;
+		for (i = 0; i < j; i++) {
+			if (!(mask & BIT(c[i].slot)))
+				continue;
+			/* Unmeasured: no model yet, take every rail. */
+			if (!c[i].bw || !c[j].bw) {
+				cost = 0;
+				break;
+			}
+			cost += mul_u64_u64_div_u64(c[j].a - c[i].a, c[i].bw,
+						    NSEC_PER_SEC);
+		}
+		if (m->total > cost)
+			mask |= BIT(c[j].slot);
+	}
+	m->rail_mask = mask;
+}
+
+/* The conn's fixed share of m is used up (static modes). */
+static bool nz_sched_share_done(const struct nz_peer *p,
+				const struct nz_conn *conn,
+				const struct nz_msg *m, unsigned int mode)
+{
+	u64 wsum = 0, w = 0;
+	u32 i, wi;
+
+	for (i = 0; i < p->comm->nrails; i++) {
+		const struct nz_conn *c = &p->conns[i];
+
+		if (!nz_sched_conn_usable(c))
+			continue;
+		wi = mode == NZ_SCHED_EQUAL ? 1 : READ_ONCE(c->rail->weight);
+		wsum += wi;
+		if (c == conn)
+			w = wi;
+	}
+	if (!wsum || !w)
+		return false;
+	return m->slot_bytes[conn->slot] >= div64_u64(m->total * w, wsum);
+}
+
+/*
+ * Measured mode, near the end of the data: would the other connections
+ * finish everything not yet assigned before conn finishes one more chunk
+ * of len bytes?  Then leave it to them.
+ */
+static bool nz_sched_tail_defer(const struct nz_peer *p,
+				const struct nz_conn *conn, u64 len)
+{
+	u64 obw = 0, oinfl = 0, need, rest = 0;
+	const struct nz_msg *m;
+	u32 i;
+
+	if (!conn->est.bw)
+		return false;
+	for (i = 0; i < p->comm->nrails; i++) {
+		const struct nz_conn *c = &p->conns[i];
+
+		if (c == conn || !nz_sched_conn_usable(c))
+			continue;
+		if (!c->est.bw)
+			return false;
+		obw += c->est.bw;
+		oinfl += c->inflight_bytes;
+	}
+	if (!obw)
+		return false;
+	/* What the others deliver in the time conn needs for its share. */
+	need = mul_u64_u64_div_u64(conn->inflight_bytes + len, obw,
+				   conn->est.bw);
+	if (need <= oinfl)
+		return false;
+	need -= oinfl;
+	list_for_each_entry(m, &p->tx_msgs, node) {
+		rest += m->total - m->next_off;
+		if (rest >= need)
+			return false;
+	}
+	return true;
+}
+
+/* Under peer->lock: the rail slots any usable connection serves. */
+static u32 nz_sched_usable_mask(const struct nz_peer *p)
+{
+	u32 i, mask = 0;
+
+	for (i = 0; i < p->comm->nrails; i++)
+		if (nz_sched_conn_usable(&p->conns[i]))
+			mask |= BIT(i);
+	return mask;
+}
+
+static void nz_sched_assigned(struct nz_conn *conn, struct nz_chunk *ch)
+{
+	struct nz_est *e = &conn->est;
+	u64 now = ktime_get_ns();
+
+	ch->t_assign = now;
+	ch->first = !conn->inflight_bytes;
+	if (!e->sample_start) {
+		e->sample_start = now;
+		e->sample_bytes = 0;
+		e->sample_limited = false;
+	}
+	e->last_active = now;
+	if (e->state == NZ_SCHED_COLD)
+		nz_sched_set_state(conn, NZ_SCHED_HOT);
+	list_add_tail(&ch->node, &conn->chunks);
+	conn->inflight_bytes += ch->len;
+}
+
 struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 				     struct nz_chunk **spare)
 {
+	unsigned int mode = READ_ONCE(sched_mode);
 	struct nz_peer *p = conn->peer;
 	struct nz_comm *comm = p->comm;
 	struct nz_chunk *ch;
+	u32 usable = 0;
+	u64 oldest = 0, len;
 	struct nz_msg *m;
-	u64 oldest = 0;
+	bool first = true;
 
 	lockdep_assert_held(&p->lock);
-	if (!nz_sched_rail_usable(conn->rail) || READ_ONCE(conn->suspect) ||
-	    conn->inflight_bytes >= nz_sched_window(conn))
+	if (!nz_sched_rail_usable(conn->rail) || READ_ONCE(conn->suspect))
 		return NULL;
+	if (conn->inflight_bytes >= nz_sched_window(conn)) {
+		conn->est.sample_limited = true;
+		return NULL;
+	}
 
 	ch = list_first_entry_or_null(&p->resend, struct nz_chunk, node);
 	if (ch) {
-		list_move_tail(&ch->node, &conn->chunks);
-		conn->inflight_bytes += ch->len;
+		list_del(&ch->node);
+		nz_sched_assigned(conn, ch);
+		ch->first = false;
 		return ch;
 	}
 
@@ -66,19 +415,144 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 			break;
 		if (m->assigned_all)
 			continue;
+		if (!(m->rail_mask & BIT(conn->slot))) {
+			/* Not for this rail, unless none of its rails is up. */
+			if (!usable)
+				usable = nz_sched_usable_mask(p) | BIT(31);
+			if (m->rail_mask & usable)
+				continue;
+		}
+		if (mode != NZ_SCHED_MEASURED &&
+		    nz_sched_share_done(p, conn, m, mode))
+			continue;
+		len = nz_wire_chunk_len(m->total, m->next_off, 1, comm->unit);
+		if (first && mode == NZ_SCHED_MEASURED &&
+		    nz_sched_tail_defer(p, conn, len))
+			return NULL;
+		first = false;
 		ch = *spare;
 		*spare = NULL;
 		kref_get(&m->ref);
 		ch->msg = m;
 		ch->offset = m->next_off;
-		ch->len = nz_wire_chunk_len(m->total, m->next_off, 1,
-					    comm->unit);
+		ch->len = len;
 		m->next_off += ch->len;
 		m->assigned_all = m->next_off == m->total;
 		m->outstanding++;
-		list_add_tail(&ch->node, &conn->chunks);
-		conn->inflight_bytes += ch->len;
+		m->slot_bytes[conn->slot] += ch->len;
+		nz_sched_assigned(conn, ch);
 		return ch;
 	}
 	return NULL;
+}
+
+/* A chunk of conn was acknowledged, under peer->lock. */
+void nz_sched_acked(struct nz_conn *conn, const struct nz_chunk *ch)
+{
+	struct nz_est *e = &conn->est;
+	u64 now = ktime_get_ns(), dt, rate, lat, ser;
+
+	lockdep_assert_held(&conn->peer->lock);
+	e->last_active = now;
+	if (ch->first && ch->t_assign && now > ch->t_assign) {
+		lat = now - ch->t_assign;
+		if (e->bw) {
+			ser = div64_u64((u64)ch->len * NSEC_PER_SEC, e->bw);
+			lat = lat > ser ? lat - ser : 0;
+		}
+		lat = clamp_t(u64, div_u64(lat, NSEC_PER_USEC), 1, U32_MAX);
+		e->start_us = e->start_us ?
+			div_u64(7ULL * e->start_us + lat, 8) : lat;
+		e->last_sample = now;
+	}
+	if (e->sample_start && now > e->sample_start) {
+		e->sample_bytes += ch->len;
+		dt = now - e->sample_start;
+		if (dt >= max_t(u64, 50 * NSEC_PER_MSEC, 4ULL *
+				nz_est_min_rtt(e) * NSEC_PER_USEC)) {
+			rate = mul_u64_u64_div_u64(e->sample_bytes,
+						   NSEC_PER_SEC, dt);
+			/* An app-limited sample only ever raises it. */
+			if (e->sample_limited || rate > e->bw) {
+				e->bw = e->bw ? div_u64(3 * e->bw + rate, 4) :
+						rate;
+				e->samples++;
+				e->last_sample = now;
+			}
+			e->sample_start = now;
+			e->sample_bytes = 0;
+			e->sample_limited = false;
+		}
+	}
+	/* Idle: the next burst starts a new sample. */
+	if (!conn->inflight_bytes)
+		e->sample_start = 0;
+	if (e->last_sample)
+		nz_sched_set_state(conn, NZ_SCHED_HOT);
+}
+
+/*
+ * A heartbeat came back.  The smoothed round trip takes every sample; the
+ * minimum only those of heartbeats sent while nothing else was in flight,
+ * so that its own queue never inflates the target time.
+ */
+void nz_sched_rtt(struct nz_conn *conn, u64 ts_ns, u64 flags)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_est *e = &conn->est;
+	u64 now = ktime_get_ns();
+	u32 us;
+
+	/* The echo is the peer's word: ignore what cannot be ours. */
+	if (!ts_ns || ts_ns > now || now - ts_ns > 10 * NSEC_PER_SEC)
+		return;
+	us = max_t(u64, div_u64(now - ts_ns, NSEC_PER_USEC), 1);
+	spin_lock_bh(&p->lock);
+	e->srtt_us = e->srtt_us ? div_u64(7ULL * e->srtt_us + us, 8) : us;
+	if (flags & NZ_HB_IDLE) {
+		if (!e->min_rtt_stamp ||
+		    now - e->min_rtt_stamp > NZ_EST_MINRTT_WIN_NS) {
+			e->min_rtt_prev_us = e->min_rtt_us;
+			e->min_rtt_us = us;
+			e->min_rtt_stamp = now;
+		} else if (us < e->min_rtt_us) {
+			e->min_rtt_us = us;
+		}
+	}
+	spin_unlock_bh(&p->lock);
+}
+
+/* conn came up (again): it starts cold, with nothing measured. */
+void nz_sched_conn_up(struct nz_conn *conn)
+{
+	u64 transitions;
+
+	lockdep_assert_held(&conn->peer->lock);
+	nz_sched_set_state(conn, NZ_SCHED_PROBE);
+	transitions = conn->est.transitions;
+	memset(&conn->est, 0, sizeof(conn->est));
+	conn->est.state = NZ_SCHED_PROBE;
+	conn->est.transitions = transitions;
+}
+
+/* Every heartbeat period: cool down, let estimates go stale. */
+void nz_sched_tick(struct nz_conn *conn)
+{
+	u64 now = ktime_get_ns(), cool, stale;
+	struct nz_peer *p = conn->peer;
+	struct nz_est *e = &conn->est;
+
+	cool = (u64)READ_ONCE(sched_cool_ms) * NSEC_PER_MSEC;
+	stale = (u64)READ_ONCE(sched_stale_ms) * NSEC_PER_MSEC;
+	spin_lock_bh(&p->lock);
+	if (e->state == NZ_SCHED_HOT && !conn->inflight_bytes &&
+	    now - e->last_active > cool)
+		nz_sched_set_state(conn, NZ_SCHED_COLD);
+	if (e->state == NZ_SCHED_COLD && now - e->last_sample > stale) {
+		e->bw = 0;
+		e->start_us = 0;
+		e->sample_start = 0;
+		nz_sched_set_state(conn, NZ_SCHED_PROBE);
+	}
+	spin_unlock_bh(&p->lock);
 }

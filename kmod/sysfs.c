@@ -301,6 +301,68 @@ static ssize_t nz_conn_errors_show(struct kobject *k, struct kobj_attribute *a,
 static struct kobj_attribute nz_conn_attr_errors = __ATTR(errors, 0444,
 	nz_conn_errors_show, NULL);
 
+/* The scheduler's estimates (sched.c), read consistently under the lock. */
+enum nz_est_field {
+	NZ_EST_STATE, NZ_EST_BW, NZ_EST_SRTT, NZ_EST_MIN_RTT, NZ_EST_START,
+	NZ_EST_WINDOW, NZ_EST_TRANSITIONS,
+};
+
+static ssize_t nz_conn_est_show(struct kobject *k, char *buf,
+				enum nz_est_field field)
+{
+	struct nz_conn *conn = to_nz_conn(k);
+	const struct nz_est *e = &conn->est;
+	u64 v = 0;
+	u8 state;
+
+	spin_lock_bh(&conn->peer->lock);
+	state = e->state;
+	switch (field) {
+	case NZ_EST_STATE:
+		break;
+	case NZ_EST_BW:
+		v = e->bw;
+		break;
+	case NZ_EST_SRTT:
+		v = e->srtt_us;
+		break;
+	case NZ_EST_MIN_RTT:
+		v = e->min_rtt_prev_us && e->min_rtt_prev_us < e->min_rtt_us ?
+			e->min_rtt_prev_us : e->min_rtt_us;
+		break;
+	case NZ_EST_START:
+		v = e->start_us;
+		break;
+	case NZ_EST_WINDOW:
+		v = nz_sched_window(conn);
+		break;
+	case NZ_EST_TRANSITIONS:
+		v = e->transitions;
+		break;
+	}
+	spin_unlock_bh(&conn->peer->lock);
+	if (field == NZ_EST_STATE)
+		return sysfs_emit(buf, "%s\n", nz_sched_state_name(state));
+	return sysfs_emit(buf, "%llu\n", v);
+}
+
+#define NZ_CONN_ATTR_EST(_name, _field)					\
+static ssize_t nz_conn_##_name##_show(struct kobject *k,		\
+				      struct kobj_attribute *a, char *buf) \
+{									\
+	return nz_conn_est_show(k, buf, _field);			\
+}									\
+static struct kobj_attribute nz_conn_attr_##_name = __ATTR(_name, 0444, \
+	nz_conn_##_name##_show, NULL)
+
+NZ_CONN_ATTR_EST(sched_state, NZ_EST_STATE);
+NZ_CONN_ATTR_EST(est_bw, NZ_EST_BW);
+NZ_CONN_ATTR_EST(srtt_us, NZ_EST_SRTT);
+NZ_CONN_ATTR_EST(min_rtt_us, NZ_EST_MIN_RTT);
+NZ_CONN_ATTR_EST(start_us, NZ_EST_START);
+NZ_CONN_ATTR_EST(window_bytes, NZ_EST_WINDOW);
+NZ_CONN_ATTR_EST(sched_transitions, NZ_EST_TRANSITIONS);
+
 static struct attribute *nz_conn_attrs[] = {
 	&nz_conn_attr_bytes_tx.attr,
 	&nz_conn_attr_bytes_rx.attr,
@@ -309,6 +371,13 @@ static struct attribute *nz_conn_attrs[] = {
 	&nz_conn_attr_state.attr,
 	&nz_conn_attr_inflight_bytes.attr,
 	&nz_conn_attr_errors.attr,
+	&nz_conn_attr_sched_state.attr,
+	&nz_conn_attr_est_bw.attr,
+	&nz_conn_attr_srtt_us.attr,
+	&nz_conn_attr_min_rtt_us.attr,
+	&nz_conn_attr_start_us.attr,
+	&nz_conn_attr_window_bytes.attr,
+	&nz_conn_attr_sched_transitions.attr,
 	NULL,
 };
 ATTRIBUTE_GROUPS(nz_conn);

@@ -28,6 +28,12 @@ struct nz_transport {
 	const char *name;
 	u32 proto;			/* enum nz_rail_proto */
 	struct module *owner;		/* NULL when built into nezha.ko */
+	/*
+	 * Round trips an idle connection pays again before it runs at full
+	 * rate (TCP restarts slow start after an idle period; 0 for RDMA).
+	 * The scheduler charges them to a cold connection (sched.c).
+	 */
+	u32 restart_rtts;
 
 	/*
 	 * Optional: statistics of the transport, a named group of files in

@@ -839,6 +839,7 @@ static void nz_tcp_rail_stop(struct nz_rail *rail)
 const struct nz_transport nz_tcp_transport = {
 	.name = "tcp",
 	.proto = NZ_PROTO_TCP,
+	.restart_rtts = 3,
 	.rail_start = nz_tcp_rail_start,
 	.rail_stop = nz_tcp_rail_stop,
 	.conn_connect = nz_tcp_conn_connect,

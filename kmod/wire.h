@@ -109,8 +109,11 @@ struct nz_frame_ack {
 /* HEARTBEAT and HEARTBEAT_ACK; the ACK echoes both fields unchanged. */
 struct nz_frame_heartbeat {
 	u64	ts_ns;		/* sender's clock; only the sender reads it */
-	u64	seq;
+	u64	seq;		/* the sender's flags (NZ_HB_*), echoed */
 };
+
+/* Sent with nothing of ours in flight: its round trip is unloaded. */
+#define NZ_HB_IDLE	1ULL
 
 struct nz_frame_close {
 	u32	reason;		/* enum nz_close_reason */

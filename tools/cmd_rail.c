@@ -16,6 +16,7 @@
  * addresses, ranges) and explains its refusals in the extended ack.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -379,6 +380,62 @@ static int nzctl_rail_attr_cb(const struct nlattr *attr, void *data)
 	return MNL_CB_OK;
 }
 
+/* One value of a sysfs file of dir, or "-". */
+static void nzctl_sysfs_read(const char *dir, const char *file, char *buf,
+			     size_t len)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(buf, len, "-");
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (fgets(buf, (int)len, f))
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
+/*
+ * The scheduler's view of each (peer, rail) connection, from sysfs:
+ *     peer 1 job 00c0ffee00000001: hot bw 4.98 MB/s rtt 2.3 ms (min 2.1)
+ *       start 2.4 ms window 262144 inflight 131072 (rank 0)
+ */
+static void nzctl_rail_show_peers(const char *rail)
+{
+	char dir[320], v[7][64];
+	static const char *const files[] = {
+		"sched_state", "est_bw", "srtt_us", "min_rtt_us", "start_us",
+		"window_bytes", "inflight_bytes",
+	};
+	unsigned int job_rank, peer;
+	unsigned long long job;
+	struct dirent *de;
+	size_t i;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/sys/class/nezha/rail-%s", rail);
+	d = opendir(dir);
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (sscanf(de->d_name, "peer-%llx-%u-%u", &job, &job_rank,
+			   &peer) != 3)
+			continue;
+		snprintf(dir, sizeof(dir), "/sys/class/nezha/rail-%s/%s", rail,
+			 de->d_name);
+		for (i = 0; i < 7; i++)
+			nzctl_sysfs_read(dir, files[i], v[i], sizeof(v[i]));
+		printf("    peer %u job %016llx (rank %u): %s bw %.2f MB/s rtt %.1f ms"
+		       " (min %.1f) start %.1f ms window %s inflight %s\n",
+		       peer, job, job_rank, v[0], strtod(v[1], NULL) / 1e6,
+		       strtod(v[2], NULL) / 1e3, strtod(v[3], NULL) / 1e3,
+		       strtod(v[4], NULL) / 1e3, v[5], v[6]);
+	}
+	closedir(d);
+}
+
 /*
  * 0: r0 tcp dev eth0 10.77.0.1:7470 weight 100 state up conns 1
  *     tx 123 bytes 4 chunks  rx 0 bytes 0 chunks  errors 0 refused 0
@@ -413,6 +470,7 @@ static int nzctl_rail_show_cb(const struct nlmsghdr *nlh, void *data)
 	       r.stats[NZ_RSTAT_BYTES_TX], r.stats[NZ_RSTAT_CHUNKS_TX],
 	       r.stats[NZ_RSTAT_BYTES_RX], r.stats[NZ_RSTAT_CHUNKS_RX],
 	       r.stats[NZ_RSTAT_ERRORS], r.stats[NZ_RSTAT_HS_REFUSED]);
+	nzctl_rail_show_peers(r.name);
 	return MNL_CB_OK;
 }
 

@@ -487,20 +487,139 @@ static int gapmeter(struct nz_comm *c, const char *stop)
 	return ret ? 1 : 0;
 }
 
+/*
+ * "burst SIZE COUNT": rank 0 sends COUNT messages of SIZE bytes, rank 1
+ * receives and checks each; then rank 0 prints, for every rail, the
+ * scheduler's view of the connection from sysfs:
+ *   est RAIL state=S est_bw=B srtt_us=R min_rtt_us=M start_us=A chunks_tx=N
+ * Exit status 0 iff every message arrived intact.
+ */
+static int burst(struct nz_comm *c, size_t len, int count)
+{
+	static const char *const files[] = {
+		"sched_state", "est_bw", "srtt_us", "min_rtt_us", "start_us",
+		"window_bytes", "chunks_tx",
+	};
+	uint8_t *buf = malloc(len ? len : 1);
+	char pat[256], path[300], line[64];
+	int i, s, ret = 0, bad = 0;
+	size_t got;
+	glob_t g;
+	FILE *f;
+
+	if (!buf)
+		return 1;
+	for (i = 0; i < count && !ret; i++) {
+		if (rank == 0) {
+			fill(buf, len, i + 1);
+			ret = nz_send(c, buf, len, peer, 5);
+		} else {
+			ret = nz_recv(c, buf, len, peer, 5, &got);
+			bad += !ret && (got != len || check(buf, len, i + 1) >= 0);
+		}
+	}
+	for (s = 0; rank == 0 && s < nz_comm_nrails(c); s++) {
+		snprintf(pat, sizeof(pat), "/sys/class/nezha/rail-%s/peer-*-%d-%d",
+			 nz_comm_rail_name(c, s), rank, peer);
+		if (glob(pat, 0, NULL, &g) || g.gl_pathc != 1)
+			continue;
+		printf("est %s", nz_comm_rail_name(c, s));
+		for (size_t k = 0; k < sizeof(files) / sizeof(files[0]); k++) {
+			snprintf(path, sizeof(path), "%s/%s", g.gl_pathv[0],
+				 files[k]);
+			f = fopen(path, "r");
+			if (!f || !fgets(line, sizeof(line), f))
+				snprintf(line, sizeof(line), "-\n");
+			if (f)
+				fclose(f);
+			line[strcspn(line, "\n")] = '\0';
+			printf(" %s=%s", files[k], line);
+		}
+		printf("\n");
+		globfree(&g);
+	}
+	printf("# rank %d: %d messages of %zu bytes, %d corrupt, %s\n", rank,
+	       i, len, bad, ret ? strerror(-ret) : "ok");
+	free(buf);
+	return ret || bad ? 1 : 0;
+}
+
+/*
+ * "ratemeter SECONDS": rank 0 streams 256 KiB messages, 16 in flight, for
+ * SECONDS, then an empty one; rank 1 prints the throughput of every 100 ms
+ * ("rate t=SECONDS mbit=RATE"), from which the scheduler benchmark reads how
+ * fast the split follows a rail whose rate changes mid-stream.
+ */
+static int ratemeter(struct nz_comm *c, int seconds)
+{
+	enum { DEPTH = 16 };
+	size_t len = 256u << 10;
+	struct nz_request *req[DEPTH];
+	struct nz_status st;
+	uint8_t *buf = malloc(DEPTH * len);
+	double start = now_s(), bucket = 0.1, next = start + bucket;
+	uint64_t in_bucket = 0;
+	int i, ret = 0, done = 0;
+
+	if (!buf)
+		return 1;
+	for (i = 0; i < DEPTH; i++) {
+		ret = rank == 0 ? nz_isend(c, buf + i * len, len, peer, 4, &req[i]) :
+			nz_irecv(c, buf + i * len, len, peer, 4, &req[i]);
+		if (ret)
+			return 1;
+	}
+	for (i = 0; !done && !ret; i = (i + 1) % DEPTH) {
+		ret = nz_wait(req[i], &st);
+		if (ret || st.error) {
+			ret = ret ? ret : st.error;
+			break;
+		}
+		if (rank == 1) {
+			double t = now_s();
+
+			for (; t >= next; next += bucket) {
+				printf("rate t=%.1f mbit=%.2f\n", next - start,
+				       in_bucket * 8 / bucket / 1e6);
+				in_bucket = 0;
+			}
+			if (!st.bytes)
+				break;
+			in_bucket += st.bytes;
+			ret = nz_irecv(c, buf + i * len, len, peer, 4, &req[i]);
+		} else {
+			done = now_s() - start > seconds;
+			ret = nz_isend(c, buf + i * len, done ? 0 : len, peer, 4,
+				       &req[i]);
+		}
+	}
+	for (int k = 1; rank == 0 && !ret && k <= DEPTH; k++)
+		ret = nz_wait(req[(i + k - 1) % DEPTH], &st);
+	free(buf);
+	return ret ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct nz_comm *c;
 	int ret;
 
 	ret = nz_comm_init_env(&c);
-	if (argc == 3 && !strcmp(argv[1], "gapmeter")) {
+	if ((argc == 3 && (!strcmp(argv[1], "gapmeter") ||
+			   !strcmp(argv[1], "ratemeter"))) ||
+	    (argc == 4 && !strcmp(argv[1], "burst"))) {
 		if (ret) {
 			printf("# init: %s\n", nz_last_error());
 			return 1;
 		}
 		rank = nz_comm_rank(c);
 		peer = 1 - rank;
-		ret = gapmeter(c, argv[2]);
+		if (argv[1][0] == 'g')
+			ret = gapmeter(c, argv[2]);
+		else if (argv[1][0] == 'r')
+			ret = ratemeter(c, atoi(argv[2]));
+		else
+			ret = burst(c, strtoul(argv[2], NULL, 0), atoi(argv[3]));
 		nz_comm_destroy(c);
 		return ret;
 	}

@@ -25,6 +25,78 @@ MASTER_PORT=29500 run_tap p2p "$NZ_BIN/guest/nz_p2p"
 modprobe -q algif_hash 2>/dev/null
 run_tap hostile "$NZ_BIN/guest/nz_hostile" r0 "$ADDR0" 7470
 
+# The scheduler (sched.c), with rail1 20 ms slower each way on both guests.
+SCHED=/sys/module/nezha/parameters/sched_mode
+IF1=$(echo "$NZ_IFS" | cut -d' ' -f2)
+check "sched_mode is measured by default" test "$(cat $SCHED)" = measured
+check_fails "sched_mode refuses an unknown mode" sh -c "echo bogus > $SCHED"
+check "rail1 delayed by 20 ms (netem)" tc qdisc replace dev "$IF1" root netem delay 20ms
+burst() {	# burst NAME PORT SIZE COUNT
+	MASTER_PORT=$2 "$NZ_BIN/guest/nz_p2p" burst "$3" "$4" > "$NZ_OUT/$1.log" 2>&1
+	local rc=$?
+	sed 's/^/# /' "$NZ_OUT/$1.log"
+	return $rc
+}
+chunks() { cat "/sys/class/nezha/rail-$1/stats/chunks_tx"; }
+est() {		# est NAME RAIL FIELD: a value of rank 0's est lines
+	awk -v r="$2" -v f="$3" '$1 == "est" && $2 == r {
+		for (i = 3; i <= NF; i++) { split($i, a, "="); if (a[1] == f) print a[2] } }' "$NZ_OUT/$1.log"
+}
+a0=$(chunks r0); a1=$(chunks r1)
+check "sched: 400 messages of 4 KiB intact" burst small 29510 4096 400
+d0=$(($(chunks r0) - a0)); d1=$(($(chunks r1) - a1))
+if [ "$NZ_NODE" = 0 ]; then
+	if [ $d0 -ge 380 ] && [ $d1 -le 20 ]; then
+		ok "sched: small messages go on the rail that starts fastest (r0 $d0, r1 $d1 chunks)"
+	else
+		not_ok "sched: small messages go on the rail that starts fastest" "r0 $d0, r1 $d1 chunks"
+	fi
+	m0=$(est small r0 min_rtt_us); m1=$(est small r1 min_rtt_us)
+	if [ -n "$m0" ] && [ -n "$m1" ] && [ "$m1" -ge 20000 ] && [ "$m0" -lt "$m1" ]; then
+		ok "sched: heartbeat round trips measured (r0 $m0 us, r1 $m1 us)"
+	else
+		not_ok "sched: heartbeat round trips measured" "r0 ${m0:-?} us, r1 ${m1:-?} us"
+	fi
+fi
+a0=$(chunks r0); a1=$(chunks r1)
+check "sched: 4 messages of 16 MiB intact" burst large 29511 16777216 4
+d0=$(($(chunks r0) - a0)); d1=$(($(chunks r1) - a1))
+if [ "$NZ_NODE" = 0 ]; then
+	b0=$(est large r0 est_bw); s0=$(est large r0 sched_state)
+	if [ $d0 -gt 0 ] && [ $d1 -gt 0 ] && [ "${b0:-0}" -gt 0 ] && [ "$s0" = hot ]; then
+		ok "sched: 16 MiB striped over both (r0 $d0, r1 $d1 chunks), r0 hot at $b0 B/s"
+	else
+		not_ok "sched: 16 MiB striped, r0 measured" "r0 $d0, r1 $d1 chunks; r0 ${s0:-?} ${b0:-?} B/s"
+	fi
+fi
+check "sched_mode=equal accepted" sh -c "echo equal > $SCHED"
+a0=$(chunks r0); a1=$(chunks r1)
+check "sched: equal split, 2 messages of 16 MiB intact" burst equal 29512 16777216 2
+d0=$(($(chunks r0) - a0)); d1=$(($(chunks r1) - a1))
+if [ "$NZ_NODE" = 0 ]; then
+	diff=$((d0 > d1 ? d0 - d1 : d1 - d0))
+	if [ $((d0 + d1)) -ge 512 ] && [ $diff -le 2 ]; then
+		ok "sched: equal split halves each message (r0 $d0, r1 $d1 chunks)"
+	else
+		not_ok "sched: equal split halves each message" "r0 $d0, r1 $d1 chunks"
+	fi
+fi
+check "sched_mode=measured restored" sh -c "echo measured > $SCHED && test \"\$(cat $SCHED)\" = measured"
+TR=/sys/kernel/tracing
+[ -d $TR/events ] || mount -t tracefs nodev $TR 2>/dev/null
+if [ -e $TR/events/nezha/nezha_sched_state/enable ]; then
+	echo 1 > $TR/events/nezha/nezha_sched_state/enable
+	: > $TR/trace
+	check "sched: 4 messages of 1 MiB traced" burst trace 29513 1048576 4
+	echo 0 > $TR/events/nezha/nezha_sched_state/enable
+	if [ "$NZ_NODE" = 0 ]; then
+		check "sched: the tracepoint shows a connection turning hot" grep -q "probe->hot" $TR/trace
+	fi
+else
+	skip "sched tracepoint" "no tracefs in this guest"
+fi
+tc qdisc del dev "$IF1" root 2>/dev/null
+
 # Rank 0's process dies mid-stream: rank 1 gets an error, not a hang.
 if [ "$NZ_NODE" = 0 ]; then
 	MASTER_PORT=29501 "$NZ_BIN/guest/nz_p2p" stream 60 > "$NZ_OUT/stream.log" 2>&1 &
