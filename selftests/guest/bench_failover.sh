@@ -17,6 +17,7 @@ k=0
 peer0=10.77.0.1 peer1=10.77.0.2
 
 fbarrier() {	# fbarrier NAME: both guests reached NAME (files in NZ_RUN)
+	local i
 	touch "$NZ_RUN/at.$1.$NZ_NODE"
 	for i in $(seq 600); do
 		[ -e "$NZ_RUN/at.$1.0" ] && [ -e "$NZ_RUN/at.$1.1" ] && return 0
