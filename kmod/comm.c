@@ -113,6 +113,22 @@ static void nz_peer_kick_all(struct nz_peer *p)
 		nz_conn_kick(&p->conns[s]);
 }
 
+/* A message completed with frames still half-read into it elsewhere. */
+void nz_peer_release_writers(struct nz_peer *p)
+{
+	struct nz_conn *conn;
+	u32 s;
+
+	for (s = 0; s < p->comm->nrails; s++) {
+		conn = &p->conns[s];
+		spin_lock_bh(&conn->kick_lock);
+		if (conn->tp && !conn->tp_dead &&
+		    conn->rail->ops->conn_release_msg)
+			conn->rail->ops->conn_release_msg(conn);
+		spin_unlock_bh(&conn->kick_lock);
+	}
+}
+
 int nz_conn_attach(struct nz_conn *conn, void *tp)
 {
 	struct nz_peer *p = conn->peer;
@@ -722,12 +738,14 @@ static void nz_conn_suspect(struct nz_conn *conn)
 }
 
 /*
- * Is another path to the peer alive?  When every path went silent at once
- * it is the peer (or this host) that stalls, not a path: moving chunks
- * between silent paths would only send them twice.
+ * Is another path to the peer alive: did something arrive on it after this
+ * one went quiet (by more than a heartbeat period)?  When every path went
+ * silent at once it is the peer (or this host) that stalls, not a path:
+ * moving chunks between silent paths would only send them twice.
  */
 static bool nz_conn_other_alive(const struct nz_conn *conn)
 {
+	unsigned long period = msecs_to_jiffies(READ_ONCE(nz_health.hb_interval_ms));
 	const struct nz_peer *p = conn->peer;
 	u32 s;
 
@@ -735,16 +753,19 @@ static bool nz_conn_other_alive(const struct nz_conn *conn)
 		const struct nz_conn *o = &p->conns[s];
 
 		if (o != conn && READ_ONCE(o->state) == NZ_CONN_UP &&
-		    !READ_ONCE(o->suspect) && !nz_health_suspect(o->silent))
+		    !READ_ONCE(o->suspect) &&
+		    time_after(o->quiet_since, conn->quiet_since + period))
 			return true;
 	}
 	return false;
 }
 
 /* health.c, every heartbeat period, for each connection. */
-void nz_conn_heartbeat(struct nz_conn *conn, bool on_time)
+void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 {
 	unsigned int marks = READ_ONCE(conn->rx_marks);
+	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
+	unsigned long now = jiffies;
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
 	void *tp = NULL;
@@ -754,14 +775,17 @@ void nz_conn_heartbeat(struct nz_conn *conn, bool on_time)
 	/* Bytes arrived, or we stopped reading on purpose: not silent. */
 	if (marks != conn->hb_marks || READ_ONCE(conn->rx_blocked)) {
 		conn->hb_marks = marks;
+		conn->quiet_since = now;
 		conn->silent = 0;
 		if (conn->suspect) {
 			WRITE_ONCE(conn->suspect, false);
 			nz_health_event(conn, NZ_EV_CONN_UP, 0, 0);
 			nz_peer_kick_all(p);
 		}
-	} else if (on_time) {
-		conn->silent++;
+	} else {
+		/* Our own stall is nobody's silence. */
+		conn->quiet_since += min(stall, now - conn->quiet_since);
+		conn->silent = jiffies_to_msecs(now - conn->quiet_since) / ms;
 	}
 	if (nz_health_suspect(conn->silent) && !conn->suspect &&
 	    nz_conn_other_alive(conn)) {

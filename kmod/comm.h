@@ -175,6 +175,7 @@ struct nz_conn {
 	unsigned int rx_marks;		/* bumped by the transport on arrival */
 	unsigned int hb_marks;		/* rx_marks at the last heartbeat */
 	unsigned int silent;		/* heartbeat periods without arrival */
+	unsigned long quiet_since;	/* jiffies of the last arrival seen */
 	bool suspect;			/* silent too long: takes no chunks */
 	bool rx_blocked;		/* transport holds back (budget full) */
 	unsigned long up_since;		/* jiffies it came up */
@@ -288,6 +289,8 @@ int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
 		    struct nz_rx_dest *d);
 int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d);
 void nz_conn_rx_data_abort(struct nz_conn *conn, struct nz_rx_dest *d);
+bool nz_conn_rx_data_release(struct nz_conn *conn, struct nz_rx_dest *d);
+void nz_peer_release_writers(struct nz_peer *p);
 int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f);
 
 /* Transport -> comm: transmit path. */
@@ -319,7 +322,7 @@ void nz_health_exit(void);
 u64 nz_health_now_ms(void);
 
 /* comm.c, for health.c */
-void nz_conn_heartbeat(struct nz_conn *conn, bool on_time);
+void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall);
 void nz_peer_no_rail(struct nz_peer *p);
 void nz_comm_rail_link(struct nz_rail *rail, bool up);
 

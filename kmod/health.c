@@ -11,9 +11,11 @@
  *    is alive, becomes suspect: its unacknowledged chunks move to the
  *    other rails at once and it takes no new ones, but
  *    its socket stays; bytes arriving again re-admit it.  Silent for
- *    NZ_DEAD_FACTOR times longer, it is torn down and reconnected.  This
- *    is what catches a silent blackhole (packets dropped, link still up),
- *    and a stall of our own (a heartbeat run that comes late, as in a
+ *    NZ_DEAD_FACTOR times longer (at least NZ_DEAD_MIN_MS), it is torn
+ *    down and reconnected.  This
+ *    is what catches a silent blackhole (packets dropped, link still up).
+ *    Silence is time since the last arrival, so late runs still count; a
+ *    stall of our own (a run more than NZ_STALL_MS late, as in a
  *    descheduled virtual machine) never counts as the path's silence.
  *  - comm->scan_work, every NZ_SCAN_MS: fails commands whose deadline
  *    passed (-ETIMEDOUT), whose submitting task is exiting (-ECANCELED:
@@ -44,11 +46,13 @@
 
 #define NZ_SCAN_MS		50
 #define NZ_DEAD_FACTOR		20
+#define NZ_STALL_MS		100
+#define NZ_DEAD_MIN_MS		1000	/* a peer frozen that long is gone */
 #define NZ_BACKOFF_MIN_MS	50
 #define NZ_BACKOFF_MAX_MS	2000
 
 struct nz_health_cfg nz_health = {
-	.hb_interval_ms = 10,
+	.hb_interval_ms = 5,
 	.hb_misses = 5,
 	.grace_ms = 5000,
 };
@@ -96,14 +100,22 @@ static void nz_expired_heartbeat(struct work_struct *work)
 	struct nz_comm *comm = container_of(to_delayed_work(work),
 					    struct nz_comm, hb_work);
 	unsigned int ms = READ_ONCE(nz_health.hb_interval_ms);
-	unsigned long late = msecs_to_jiffies(2 * ms) + 1;
-	bool on_time = time_before_eq(jiffies, comm->hb_last + late);
+	unsigned long period = msecs_to_jiffies(ms), now = jiffies;
+	unsigned long since = now - comm->hb_last, stall = 0;
 	u32 r, s;
 
-	comm->hb_last = jiffies;
+	/*
+	 * Ordinary lateness counts as time: silence is measured in time, not
+	 * in runs, or a busy host would never see a path die.  A run that
+	 * comes NZ_STALL_MS late means we were frozen: that time is nobody's
+	 * silence.
+	 */
+	if (since > period + msecs_to_jiffies(NZ_STALL_MS))
+		stall = since - period;
+	comm->hb_last = now;
 	for (r = 0; r < comm->size; r++)
 		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
-			nz_conn_heartbeat(&comm->peers[r]->conns[s], on_time);
+			nz_conn_heartbeat(&comm->peers[r]->conns[s], stall);
 	if (!READ_ONCE(comm->dead))
 		queue_delayed_work(nz_wq, &comm->hb_work,
 				   msecs_to_jiffies(ms));
@@ -182,6 +194,7 @@ void nz_health_conn_retry(struct nz_conn *conn)
 void nz_health_conn_up(struct nz_conn *conn)
 {
 	conn->silent = 0;
+	conn->quiet_since = jiffies;
 	conn->suspect = false;
 	conn->up_since = jiffies;
 }
@@ -194,7 +207,10 @@ bool nz_health_suspect(unsigned int silent)
 
 bool nz_health_dead(unsigned int silent)
 {
-	return silent >= READ_ONCE(nz_health.hb_misses) * NZ_DEAD_FACTOR;
+	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
+
+	return silent >= max(READ_ONCE(nz_health.hb_misses) * NZ_DEAD_FACTOR,
+			     NZ_DEAD_MIN_MS / ms);
 }
 
 /* ---- link events -------------------------------------------------------------- */

@@ -652,7 +652,7 @@ int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
 {
 	struct nz_peer *p = conn->peer;
 	struct nz_msg *m = d->msg;
-	bool complete = false;
+	bool complete = false, release = false;
 	struct nz_ctrl *ack;
 	int ret = 0;
 
@@ -689,6 +689,7 @@ int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
 			m->cqe_posted = true;
 			complete = true;
 		}
+		release = m->complete && m->writers;
 	}
 	if (!ret && ack) {
 		nz_frame_init(&ack->f, NZ_FRAME_ACK);
@@ -702,10 +703,28 @@ int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
 	kfree(ack);
 	if (complete)
 		nz_msg_complete(m);
+	if (release)	/* another rail is still half-way through a copy */
+		nz_peer_release_writers(p);
 	if (m)
 		nz_msg_put(m);
 	nz_conn_kick(conn);
 	return ret;
+}
+
+/*
+ * The transport is in the middle of a frame for a message that completed
+ * meanwhile (its bytes came over other rails): let go of the message, and
+ * read the rest of the frame into nothing; it is still acknowledged at its
+ * end (nz_conn_rx_data_done() with no message).  What it wrote so far is
+ * the same data the other copy brought.  Returns true if it let go.
+ */
+bool nz_conn_rx_data_release(struct nz_conn *conn, struct nz_rx_dest *d)
+{
+	if (!d->msg || d->drain || !READ_ONCE(d->msg->complete))
+		return false;
+	nz_conn_rx_data_abort(conn, d);
+	d->drain = true;
+	return true;
 }
 
 /* The transport gave up on a frame whose payload it was reading. */

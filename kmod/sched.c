@@ -250,7 +250,13 @@ void nz_sched_msg_new(struct nz_peer *p, struct nz_msg *m)
 		return;
 
 	if (m->total <= comm->unit) {
-		/* One chunk: the rail that delivers it first. */
+		/*
+		 * One chunk: the rail that delivers it first -- if it is the
+		 * only send queued.  Behind others, no one rail is best: the
+		 * pull spreads a stream of small messages over every rail.
+		 */
+		if (!list_empty(&p->tx_msgs))
+			return;
 		for (i = 0; i < n; i++) {
 			t = c[i].a;
 			if (c[i].bw)
@@ -387,24 +393,29 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 	struct nz_comm *comm = p->comm;
 	struct nz_chunk *ch;
 	u32 usable = 0;
-	u64 oldest = 0, len;
+	u64 oldest = 0, len, window;
 	struct nz_msg *m;
 	bool first = true;
 
 	lockdep_assert_held(&p->lock);
 	if (!nz_sched_rail_usable(conn->rail) || READ_ONCE(conn->suspect))
 		return NULL;
-	if (conn->inflight_bytes >= nz_sched_window(conn)) {
-		conn->est.sample_limited = true;
-		return NULL;
-	}
+	window = nz_sched_window(conn);
 
+	/*
+	 * Chunks of a failed path first, and up to twice the window: the
+	 * receiver is waiting for them, they should not queue for an ACK.
+	 */
 	ch = list_first_entry_or_null(&p->resend, struct nz_chunk, node);
-	if (ch) {
+	if (ch && conn->inflight_bytes < 2 * window) {
 		list_del(&ch->node);
 		nz_sched_assigned(conn, ch);
 		ch->first = false;
 		return ch;
+	}
+	if (conn->inflight_bytes >= window) {
+		conn->est.sample_limited = true;
+		return NULL;
 	}
 
 	list_for_each_entry(m, &p->tx_msgs, node) {
@@ -426,7 +437,10 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 		    nz_sched_share_done(p, conn, m, mode))
 			continue;
 		len = nz_wire_chunk_len(m->total, m->next_off, 1, comm->unit);
+		/* Leave it to the others only if they may take it. */
 		if (first && mode == NZ_SCHED_MEASURED &&
+		    (m->rail_mask & ~BIT(conn->slot) &
+		     (usable ? usable : nz_sched_usable_mask(p))) &&
 		    nz_sched_tail_defer(p, conn, len))
 			return NULL;
 		first = false;

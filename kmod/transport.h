@@ -75,6 +75,17 @@ struct nz_transport {
 	int (*conn_connect)(struct nz_conn *conn);
 	void (*conn_kick)(struct nz_conn *conn);
 	void (*conn_close)(struct nz_conn *conn);
+
+	/*
+	 * Optional, under conn->kick_lock like conn_kick(): a message this
+	 * connection may be writing a frame into (nz_rx_dest.msg) is complete
+	 * -- its bytes came over other rails.  The transport stops writing
+	 * into it soon (nz_conn_rx_data_release()) and drains the rest of
+	 * the frame, so the receive completes without waiting for a path
+	 * that may be dead.  Transports that never hold a frame half-read
+	 * across calls do not need it.
+	 */
+	void (*conn_release_msg)(struct nz_conn *conn);
 };
 
 extern const struct nz_transport nz_tcp_transport;

@@ -320,6 +320,10 @@ static void nz_tcp_rx_work(struct work_struct *work)
 	unsigned int budget = NZ_TCP_RX_BUDGET;
 	int ret;
 
+	/* Half-way through a frame of a message that completed elsewhere. */
+	if (tc->rx_in_body)
+		nz_conn_rx_data_release(tc->conn, &tc->rx_dest);
+
 	while (budget) {
 		if (tc->rx_in_body) {
 			ret = nz_tcp_rx_body(tc);
@@ -522,6 +526,14 @@ static void nz_tcp_conn_kick(struct nz_conn *conn)
 	queue_work(nz_wq, &tc->tx_work);
 	if (READ_ONCE(tc->rx_stalled))
 		queue_work(nz_wq, &tc->rx_work);
+}
+
+/* The rx work checks its frame's message first thing. */
+static void nz_tcp_conn_release_msg(struct nz_conn *conn)
+{
+	struct nz_tcp_conn *tc = conn->tp;
+
+	queue_work(nz_wq, &tc->rx_work);
 }
 
 /* ---- client side --------------------------------------------------------------- */
@@ -845,4 +857,5 @@ const struct nz_transport nz_tcp_transport = {
 	.conn_connect = nz_tcp_conn_connect,
 	.conn_kick = nz_tcp_conn_kick,
 	.conn_close = nz_tcp_conn_close,
+	.conn_release_msg = nz_tcp_conn_release_msg,
 };

@@ -44,7 +44,7 @@ if [ -s "$res" ]; then
 	echo "#   alone: TCP $(get tcp_alone) (iperf3), RDMA $(get rdma_alone) (ib_send_bw), sum $(get sum_alone);" \
 		"both tools at once $(get parallel)"
 	echo "#   Nezha: TCP alone $(get nezha_tcp_alone), RDMA alone $(get nezha_rdma_alone), both $(get nezha_both)" \
-		"(weights 100:100: $(get nezha_both_default_weights))"
+		"(static weights: $(get nezha_both_static_weights), equal split: $(get nezha_both_equal))"
 	echo "# ratios: Nezha both / sum of the rails alone $(get ratio_sum)," \
 		"Nezha both / sum of Nezha on each rail $(get ratio_nezha_sum)," \
 		"Nezha both / both tools at once $(get ratio_parallel)"

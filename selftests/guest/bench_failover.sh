@@ -46,6 +46,8 @@ drill() {
 		wait $pid
 	fi
 	fbarrier "end.$k"
+	# The module's log of this drill, CLOCK_MONOTONIC-like stamps (gap_from=).
+	dmesg -c 2>/dev/null | grep -E "nezha|rail " > "$NZ_OUT/dmesg.$1.$k"
 	local g
 	g=$(grep -o 'gap_ms=[0-9]*' "$NZ_RUN/gap.$k" 2>/dev/null | cut -d= -f2)
 	gaps+=("${g:-999999}")
@@ -76,6 +78,10 @@ for ((i = 0; i < DRILLS; i++)); do
 done
 summary nezha
 rmmod nezha 2>/dev/null
+if [ "${2:-}" = nezha-only ]; then
+	touch "$NZ_RUN/finished"
+	exit 0
+fi
 
 # 2. MPTCP, one subflow per rail
 mptcp_wrapper

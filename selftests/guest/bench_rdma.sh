@@ -240,7 +240,8 @@ show_run "$CTL" rail show
 [ $st = ok ] && ok "nezha.ko and nezha_rdma.ko loaded, rails t0 (TCP) and rd (RDMA)"
 [ $st = ok ] || not_ok "nezha.ko and nezha_rdma.ko loaded, rails t0 (TCP) and rd (RDMA)"
 
-# Weights in the ratio of the rails' rates: what an administrator sets.
+# Weights in the ratio of the rails' rates, what an administrator would set:
+# the static-weights comparison.
 w_t0=$(awk -v t="$(mbit "$TCP_RATE")" -v r="$(mbit "$RDMA_RATE")" 'BEGIN { printf "%d", 100 * t / r + 0.5 }')
 
 # nezha_run NAME WEIGHT_T0 WEIGHT_RD [--check]: one nezha-bench p2p.
@@ -263,11 +264,16 @@ nezha_run() {
 		not_ok "nezha-bench p2p, $name" "$(grep -v '^#' "$out" | tail -2 | tr '\n' ' ')"
 	fi
 }
+# sched_mode: the measured scheduler (default), or a static split for
+# comparison (Documentation/sched.rst).
+sched_mode() { echo "$1" > /sys/module/nezha/parameters/sched_mode; }
 if [ $st = ok ]; then
 	nezha_run tcp_alone 100 0
 	nezha_run rdma_alone 0 100
-	nezha_run both "$w_t0" 100 --check
-	nezha_run both_default_weights 100 100
+	nezha_run both 100 100 --check
+	sched_mode weights && nezha_run both_static_weights "$w_t0" 100
+	sched_mode equal && nezha_run both_equal 100 100
+	sched_mode measured
 fi
 grep -H . /sys/class/nezha/rail-rd/rdma/* 2>/dev/null | sed 's|.*/rdma/||' | paste -sd' ' | comment
 "$CTL" rail del t0 2>/dev/null
@@ -301,8 +307,9 @@ if [ "$NZ_NODE" = 0 ]; then
 	say "$(printf '%-44s %10s Mbit/s' "iperf3 + ib_send_bw at once" "$(get parallel)")"
 	say "$(printf '%-44s %10s Mbit/s' "Nezha, TCP rail alone" "${nz_tcp:--}")"
 	say "$(printf '%-44s %10s Mbit/s' "Nezha, RDMA rail alone" "${nz_rdma:--}")"
-	say "$(printf '%-44s %10s Mbit/s' "Nezha, both, weights $w_t0:100, $SIZE" "${nz:--}")"
-	say "$(printf '%-44s %10s Mbit/s' "Nezha, both, weights 100:100" "$(get nezha_both_default_weights)")"
+	say "$(printf '%-44s %10s Mbit/s' "Nezha, both, measured scheduler, $SIZE" "${nz:--}")"
+	say "$(printf '%-44s %10s Mbit/s' "Nezha, both, static weights $w_t0:100" "$(get nezha_both_static_weights)")"
+	say "$(printf '%-44s %10s Mbit/s' "Nezha, both, static equal split" "$(get nezha_both_equal)")"
 	say "$(printf '%-44s %10s' "Nezha both / sum of the rails alone" "${r_raw:--}")"
 	say "$(printf '%-44s %10s' "Nezha both / sum of Nezha on each rail" "${r_nz:--}")"
 	par=$(get parallel)

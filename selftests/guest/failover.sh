@@ -18,8 +18,8 @@ modprobe -q sch_netem
 check "insmod" nz_load
 check "rail add r0" "$CTL" rail add r0 proto tcp dev rail0
 check "rail add r1" "$CTL" rail add r1 proto tcp dev rail1
-check "health defaults detect in <= 50 ms" \
-	sh -c "$CTL health | grep -q 'dead after 50 ms'"
+check "health defaults detect in 25 ms (<= 50)" \
+	sh -c "$CTL health | grep -q 'dead after 25 ms'"
 "$CTL" monitor > "$NZ_OUT/monitor.log" 2>&1 &
 monitor=$!
 
@@ -93,6 +93,35 @@ if [ $rc != 0 ] && grep -q 'Network is down' "$NZ_OUT/grace.log" && [ $took -lt 
 	ok "every rail down beyond grace: ENETDOWN after ${took} s, no hang"
 else
 	not_ok "every rail down beyond grace: ENETDOWN, no hang" "rc $rc after $took s"
+fi
+
+# The peer vanishes from every rail, as if powered off: guest 1 takes all
+# its links down (nothing more leaves or enters it) for 16 s while guest 0's
+# own links stay up.  Only heartbeats can tell; the survivor must report an
+# error within detection + grace, and must not hang.
+sleep 2
+start=$(date +%s)
+if [ "$NZ_NODE" = 1 ]; then
+	( sleep 4; ip link set rail0 down; ip link set rail1 down; sleep 16
+	  ip link set rail0 up; ip link set rail1 up ) &
+	vanish=$!
+fi
+MASTER_PORT=$port timeout 60 "$P2P" drill 40 > "$NZ_OUT/vanish.log" 2>&1
+rc=$?
+took=$(( $(date +%s) - start ))
+port=$((port + 1))
+grep -E '^# rank' "$NZ_OUT/vanish.log" | sed 's/^/# peer vanished: /'
+if [ "$NZ_NODE" = 0 ]; then
+	if [ $rc != 0 ] && [ $rc != 124 ] && [ $took -lt 20 ] &&
+	   grep -qE 'Network is down|timed out' "$NZ_OUT/vanish.log"; then
+		ok "peer vanished from every rail (as if powered off): error after ${took} s, no hang"
+	else
+		not_ok "peer vanished from every rail: error, no hang" "rc $rc after $took s"
+	fi
+else
+	wait $vanish
+	check "rails back after the vanishing drill" sh -c \
+		'for i in $(seq 100); do ip -br link show rail1 | grep -q UP && ip -br link show rail0 | grep -q UP && exit 0; sleep 0.1; done; exit 1'
 fi
 check "health set grace 5000" "$CTL" health set grace 5000
 

@@ -439,6 +439,7 @@ static int gapmeter(struct nz_comm *c, const char *stop)
 	struct nz_status st;
 	uint8_t *buf = malloc(DEPTH * len);
 	double start = now_s(), last = start, gap = 0, deadline = start + 180;
+	double gap_at = 0;
 	uint64_t n = 0, bytes = 0;
 	int i, ret = 0, done = 0;
 
@@ -465,8 +466,10 @@ static int gapmeter(struct nz_comm *c, const char *stop)
 				break;
 			}
 			bytes += got;
-			if (t - start > 1.0 && t - last > gap)
+			if (t - start > 1.0 && t - last > gap) {
 				gap = t - last;
+				gap_at = last;
+			}
 			last = t;
 			ret = nz_irecv(c, buf + i * len, len, peer, 3, &req[i]);
 		} else {
@@ -481,8 +484,8 @@ static int gapmeter(struct nz_comm *c, const char *stop)
 	for (int k = 1; rank == 0 && !ret && k <= DEPTH; k++)
 		ret = nz_wait(req[(i + k - 1) % DEPTH], &st);
 	if (rank == 1)
-		printf("gap_ms=%.0f bytes=%" PRIu64 " messages=%" PRIu64 "\n",
-		       gap * 1000, bytes, n);
+		printf("gap_ms=%.0f bytes=%" PRIu64 " messages=%" PRIu64
+		       " gap_from=%.3f\n", gap * 1000, bytes, n, gap_at);
 	free(buf);
 	return ret ? 1 : 0;
 }
