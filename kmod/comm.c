@@ -14,6 +14,7 @@
 /* Largest message: the wire carries 64-bit lengths; keep it sane. */
 #define NZ_MAX_MSG		(1ULL << 40)
 #define NZ_MAX_TIMEOUT_MS	(3600U * 1000)
+#define NZ_HB_ECHO_EVERY	8	/* heartbeats per round-trip sample */
 
 static LIST_HEAD(nz_comms);		/* every communicator, for accepts */
 static DEFINE_MUTEX(nz_comms_lock);
@@ -815,6 +816,9 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		conn->nctrl++;
 		if (!conn->inflight_bytes)
 			c->f.hb.seq = NZ_HB_IDLE;
+		/* A round-trip sample every NZ_HB_ECHO_EVERY heartbeats. */
+		if (!(conn->hb_sent++ % NZ_HB_ECHO_EVERY))
+			c->f.hb.seq |= NZ_HB_ECHO;
 		c = NULL;
 	}
 	spin_unlock_bh(&p->lock);

@@ -175,6 +175,7 @@ struct nz_conn {
 	unsigned int rx_marks;		/* bumped by the transport on arrival */
 	unsigned int hb_marks;		/* rx_marks at the last heartbeat */
 	unsigned int silent;		/* heartbeat periods without arrival */
+	unsigned int hb_sent;		/* heartbeats queued, under peer->lock */
 	unsigned long quiet_since;	/* jiffies of the last arrival seen */
 	bool suspect;			/* silent too long: takes no chunks */
 	bool rx_blocked;		/* transport holds back (budget full) */

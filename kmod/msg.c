@@ -293,6 +293,7 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 	struct nz_xreq *xr;
 	struct nz_peer *p;
 	struct nz_msg *m;
+	u32 s, mask;
 	int ret;
 
 	comm = nz_file_comm_get(f, sqe->comm_id);
@@ -336,10 +337,14 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 	m->xreq = xr;
 	p->tx_inflight_msgs++;
 	nz_sched_msg_new(p, m);
+	mask = m->rail_mask;
 	list_add_tail(&m->node, &p->tx_msgs);
 	spin_unlock_bh(&p->lock);
 	kfree(spare);
-	nz_peer_kick(p);
+	/* Only the rails the scheduler chose: no idle work on the others. */
+	for (s = 0; s < comm->nrails; s++)
+		if (mask & BIT(s))
+			nz_conn_kick(&p->conns[s]);
 	nz_comm_put(comm);
 	return 0;
 
@@ -797,6 +802,9 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 	case NZ_FRAME_ACK:
 		return nz_conn_rx_ack(conn, &f->ack);
 	case NZ_FRAME_HEARTBEAT:
+		/* Its arrival is what counts; echo only the ones asked for. */
+		if (!(f->hb.seq & NZ_HB_ECHO))
+			return 0;
 		c = kzalloc(sizeof(*c), GFP_KERNEL);
 		if (!c)
 			return -ENOMEM;

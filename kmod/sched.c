@@ -21,7 +21,8 @@
  *  - near the end of the data a connection leaves the rest to the others
  *    when they would finish all of it before it finishes one more chunk:
  *    the tail never waits on a slow rail while a fast one is idle;
- *  - a message goes on the rails that pay off (nz_sched_msg_new()): sorted
+ *  - a message sent while nothing else is queued for the peer goes on the
+ *    rails that pay off (nz_sched_msg_new()): sorted
  *    by start-up latency a1 <= a2 <= ..., rail j joins when the message is
  *    larger than sum over the rails before it of (aj - ai) * Bi, the bytes
  *    those would carry while j is still starting.  One chunk goes on the
@@ -229,7 +230,13 @@ void nz_sched_msg_new(struct nz_peer *p, struct nz_msg *m)
 	u8 mask = 0;
 
 	m->rail_mask = GENMASK(comm->nrails - 1, 0);
-	if (READ_ONCE(sched_mode) != NZ_SCHED_MEASURED)
+	/*
+	 * Start-up costs are paid by a rail that starts from idle.  Behind
+	 * other sends every rail is already busy (or about to be): then the
+	 * pull spreads the stream over all of them.
+	 */
+	if (READ_ONCE(sched_mode) != NZ_SCHED_MEASURED ||
+	    !list_empty(&p->tx_msgs))
 		return;
 	for (i = 0; i < comm->nrails; i++) {
 		struct nz_conn *conn = &p->conns[i];
@@ -250,13 +257,7 @@ void nz_sched_msg_new(struct nz_peer *p, struct nz_msg *m)
 		return;
 
 	if (m->total <= comm->unit) {
-		/*
-		 * One chunk: the rail that delivers it first -- if it is the
-		 * only send queued.  Behind others, no one rail is best: the
-		 * pull spreads a stream of small messages over every rail.
-		 */
-		if (!list_empty(&p->tx_msgs))
-			return;
+		/* One chunk: the rail that delivers it first. */
 		for (i = 0; i < n; i++) {
 			t = c[i].a;
 			if (c[i].bw)

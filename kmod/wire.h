@@ -114,6 +114,10 @@ struct nz_frame_heartbeat {
 
 /* Sent with nothing of ours in flight: its round trip is unloaded. */
 #define NZ_HB_IDLE	1ULL
+/* Echo it (HEARTBEAT_ACK): a round-trip sample.  Otherwise its arrival,
+ * and the peer's own heartbeats, are all that liveness needs.
+ */
+#define NZ_HB_ECHO	2ULL
 
 struct nz_frame_close {
 	u32	reason;		/* enum nz_close_reason */

@@ -207,10 +207,25 @@ static int nzb_window_xfer(struct nzb_p2p *b, size_t size, unsigned int w,
 	return nz_send(b->comm, ack, sizeof(*ack), 0, TAG_ACK);
 }
 
+/* Rank 0: the bytes each rail carried since before[], for the report. */
+static void nzb_record_split(struct nzb_p2p *b, size_t size, const int64_t *before)
+{
+	int64_t after[NZ_MAX_RAILS];
+
+	if (b->nsizes < NZB_MAX_SIZES) {
+		nzb_rails_snap(b, after);
+		b->sizes[b->nsizes] = size;
+		for (int s = 0; s < b->nrails; s++)
+			b->rail_tx[b->nsizes][s] = before[s] < 0 || after[s] < 0 ? -1 :
+						   after[s] - before[s];
+		b->nsizes++;
+	}
+}
+
 static int nzb_bandwidth(struct nzb_p2p *b, size_t size, double *usec)
 {
 	unsigned int w = nzb_window(b, size), n = b->p.warmup + b->p.iters;
-	int64_t before[NZ_MAX_RAILS], after[NZ_MAX_RAILS];
+	int64_t before[NZ_MAX_RAILS];
 	double t0 = 0;
 	uint64_t ack = 0;
 	int ret;
@@ -226,26 +241,42 @@ static int nzb_bandwidth(struct nzb_p2p *b, size_t size, double *usec)
 			return nzb_fail(b, "bandwidth", size, ret);
 	}
 	*usec = (nzb_now() - t0) * 1e6 / ((double)b->p.iters * w);
-	if (b->rank == 0 && b->nsizes < NZB_MAX_SIZES) {
-		nzb_rails_snap(b, after);
-		b->sizes[b->nsizes] = size;
-		for (int s = 0; s < b->nrails; s++)
-			b->rail_tx[b->nsizes][s] = before[s] < 0 || after[s] < 0 ? -1 :
-						   after[s] - before[s];
-		b->nsizes++;
-	}
+	if (b->rank == 0)
+		nzb_record_split(b, size, before);
 	return 0;
 }
 
-static int nzb_latency(struct nzb_p2p *b, size_t size, double *usec)
+
+static int nzb_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Ping-pong; *usec is the mean half round trip, *p50 the median one (the
+ * figure that a few descheduled iterations of a virtual machine do not
+ * move).  Rank 0 records the rails' split when no bandwidth run did.
+ */
+static int nzb_latency(struct nzb_p2p *b, size_t size, double *usec,
+		       double *p50)
 {
 	unsigned int n = b->p.warmup + b->p.iters;
-	double t0 = 0;
+	int64_t before[NZ_MAX_RAILS];
+	double t0 = 0, t, *rt;
 	int ret = 0;
 
+	rt = calloc(b->p.iters, sizeof(*rt));
+	if (!rt)
+		return nzb_fail(b, "latency", size, -ENOMEM);
 	for (unsigned int it = 0; it < n && !ret; it++) {
-		if (it == b->p.warmup)
+		if (it == b->p.warmup) {
+			if (b->rank == 0 && b->p.mode == MODE_LAT)
+				nzb_rails_snap(b, before);
 			t0 = nzb_now();
+		}
+		t = nzb_now();
 		if (b->rank == 0) {
 			ret = nz_send(b->comm, b->buf, size, 1, TAG_PING);
 			if (!ret)
@@ -255,10 +286,19 @@ static int nzb_latency(struct nzb_p2p *b, size_t size, double *usec)
 			if (!ret)
 				ret = nz_send(b->comm, b->buf, size, 0, TAG_PONG);
 		}
+		if (it >= b->p.warmup)
+			rt[it - b->p.warmup] = (nzb_now() - t) * 1e6 / 2.0;
 	}
-	if (ret)
+	if (ret) {
+		free(rt);
 		return nzb_fail(b, "latency", size, ret);
+	}
 	*usec = (nzb_now() - t0) * 1e6 / (2.0 * b->p.iters);
+	qsort(rt, b->p.iters, sizeof(*rt), nzb_cmp_double);
+	*p50 = rt[b->p.iters / 2];
+	free(rt);
+	if (b->rank == 0 && b->p.mode == MODE_LAT)
+		nzb_record_split(b, size, before);
 	return 0;
 }
 
@@ -309,26 +349,29 @@ static void nzb_header(const struct nzb_p2p *b, const char *fixed)
 	printf("\n# %u iterations after %u warm-up, window %s, data check %s, buffers %s\n",
 	       b->p.iters, b->p.warmup, b->p.window ? "fixed" : "auto (16 MiB, at most 64)",
 	       b->p.check ? "on" : "off", fixed);
-	printf("# time: per message in a window (bandwidth), half round trip (latency)\n#\n");
-	printf("# %12s %6s %12s %12s %12s %8s %12s\n", "size(B)", "window", "time(us)",
-	       "algbw(MB/s)", "busbw(MB/s)", "#wrong", "lat(us)");
+	printf("# time: per message in a window (bandwidth), half round trip (latency:\n"
+	       "# mean, and median over the iterations)\n#\n");
+	printf("# %12s %6s %12s %12s %12s %8s %12s %12s\n", "size(B)", "window", "time(us)",
+	       "algbw(MB/s)", "busbw(MB/s)", "#wrong", "lat(us)", "p50lat(us)");
 	fflush(stdout);
 }
 
 static void nzb_row(size_t size, unsigned int w, double bw_us, double lat_us,
-		    int check, uint64_t wrong)
+		    double p50_us, int check, uint64_t wrong)
 {
-	char t[16] = "-", a[16] = "-", l[16] = "-", x[24] = "N/A";
+	char t[16] = "-", a[16] = "-", l[16] = "-", m[16] = "-", x[24] = "N/A";
 
 	if (bw_us > 0) {
 		snprintf(t, sizeof(t), "%.1f", bw_us);
 		snprintf(a, sizeof(a), "%.2f", (double)size / bw_us);
 	}
-	if (lat_us > 0)
+	if (lat_us > 0) {
 		snprintf(l, sizeof(l), "%.1f", lat_us);
+		snprintf(m, sizeof(m), "%.1f", p50_us);
+	}
 	if (check)
 		snprintf(x, sizeof(x), "%llu", (unsigned long long)wrong);
-	printf("  %12zu %6u %12s %12s %12s %8s %12s\n", size, w, t, a, a, x, l);
+	printf("  %12zu %6u %12s %12s %12s %8s %12s %12s\n", size, w, t, a, a, x, l, m);
 	fflush(stdout);
 }
 
@@ -342,7 +385,8 @@ static void nzb_rail_report(const struct nzb_p2p *b)
 		printf("# rail split: not available (%s)\n", b->rail_err);
 		return;
 	}
-	printf("# rail split of the bytes rank 0 sent in the timed bandwidth runs (bytes_tx):\n");
+	printf("# rail split of the bytes rank 0 sent in the timed %s runs (bytes_tx):\n",
+	       b->p.mode == MODE_LAT ? "latency" : "bandwidth");
 	printf("# %12s", "size(B)");
 	for (int s = 0; s < b->nrails; s++)
 		printf(" %9s", nz_comm_rail_name(b->comm, s));
@@ -493,7 +537,7 @@ static int nzb_run(struct nzb_p2p *b)
 
 	for (uint64_t s = b->p.min; s <= b->p.max; s *= b->p.factor) {
 		size_t size = (size_t)s;
-		double bw_us = 0, lat_us = 0;
+		double bw_us = 0, lat_us = 0, p50_us = 0;
 		uint64_t wrong = 0;
 		bool lat = b->p.mode == MODE_LAT ||
 			   ((b->p.mode & MODE_LAT) && size <= NZB_LAT_MAX);
@@ -506,12 +550,13 @@ static int nzb_run(struct nzb_p2p *b)
 		if (!ret && (b->p.mode & MODE_BW))
 			ret = nzb_bandwidth(b, size, &bw_us);
 		if (!ret && lat)
-			ret = nzb_latency(b, size, &lat_us);
+			ret = nzb_latency(b, size, &lat_us, &p50_us);
 		if (ret)
 			return ret;
 		if (b->rank)
 			continue;
-		nzb_row(size, nzb_window(b, size), bw_us, lat_us, b->p.check, wrong);
+		nzb_row(size, nzb_window(b, size), bw_us, lat_us, p50_us, b->p.check,
+			wrong);
 		bad += wrong;
 		if (bw_us > 0) {
 			sum_bw += (double)size / bw_us;

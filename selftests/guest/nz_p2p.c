@@ -548,21 +548,24 @@ static int burst(struct nz_comm *c, size_t len, int count)
 }
 
 /*
- * "ratemeter SECONDS": rank 0 streams 256 KiB messages, 16 in flight, for
- * SECONDS, then an empty one; rank 1 prints the throughput of every 100 ms
- * ("rate t=SECONDS mbit=RATE"), from which the scheduler benchmark reads how
- * fast the split follows a rail whose rate changes mid-stream.
+ * "ratemeter SECONDS [AT COMMAND]": rank 0 streams 64 KiB messages, 64 in
+ * flight, for SECONDS, then an empty one, and runs COMMAND (sh -c) AT
+ * seconds in; rank 1 prints the throughput of every 250 ms ("rate
+ * t=SECONDS mbit=RATE", t from the end of the rendezvous, which both ranks
+ * leave together), from which the scheduler benchmark reads how fast the
+ * split follows a rail whose rate changes mid-stream.
  */
-static int ratemeter(struct nz_comm *c, int seconds)
+static int ratemeter(struct nz_comm *c, int seconds, double at, const char *cmd)
 {
-	enum { DEPTH = 16 };
-	size_t len = 256u << 10;
+	enum { DEPTH = 64 };
+	size_t len = 64u << 10;
 	struct nz_request *req[DEPTH];
 	struct nz_status st;
 	uint8_t *buf = malloc(DEPTH * len);
-	double start = now_s(), bucket = 0.1, next = start + bucket;
+	double start = now_s(), bucket = 0.25, next = start + bucket;
 	uint64_t in_bucket = 0;
 	int i, ret = 0, done = 0;
+	pid_t kid = -1;
 
 	if (!buf)
 		return 1;
@@ -591,6 +594,15 @@ static int ratemeter(struct nz_comm *c, int seconds)
 			in_bucket += st.bytes;
 			ret = nz_irecv(c, buf + i * len, len, peer, 4, &req[i]);
 		} else {
+			if (cmd && kid < 0 && now_s() - start >= at) {
+				printf("# t=%.3f: %s\n", now_s() - start, cmd);
+				fflush(stdout);
+				kid = fork();
+				if (kid == 0) {
+					execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+					_exit(127);
+				}
+			}
 			done = now_s() - start > seconds;
 			ret = nz_isend(c, buf + i * len, done ? 0 : len, peer, 4,
 				       &req[i]);
@@ -598,6 +610,8 @@ static int ratemeter(struct nz_comm *c, int seconds)
 	}
 	for (int k = 1; rank == 0 && !ret && k <= DEPTH; k++)
 		ret = nz_wait(req[(i + k - 1) % DEPTH], &st);
+	if (kid > 0)
+		waitpid(kid, NULL, 0);
 	free(buf);
 	return ret ? 1 : 0;
 }
@@ -608,8 +622,8 @@ int main(int argc, char **argv)
 	int ret;
 
 	ret = nz_comm_init_env(&c);
-	if ((argc == 3 && (!strcmp(argv[1], "gapmeter") ||
-			   !strcmp(argv[1], "ratemeter"))) ||
+	if ((argc == 3 && !strcmp(argv[1], "gapmeter")) ||
+	    ((argc == 3 || argc == 5) && !strcmp(argv[1], "ratemeter")) ||
 	    (argc == 4 && !strcmp(argv[1], "burst"))) {
 		if (ret) {
 			printf("# init: %s\n", nz_last_error());
@@ -620,7 +634,9 @@ int main(int argc, char **argv)
 		if (argv[1][0] == 'g')
 			ret = gapmeter(c, argv[2]);
 		else if (argv[1][0] == 'r')
-			ret = ratemeter(c, atoi(argv[2]));
+			ret = ratemeter(c, atoi(argv[2]),
+					argc == 5 ? atof(argv[3]) : 0,
+					argc == 5 ? argv[4] : NULL);
 		else
 			ret = burst(c, strtoul(argv[2], NULL, 0), atoi(argv[3]));
 		nz_comm_destroy(c);
