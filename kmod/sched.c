@@ -16,8 +16,9 @@
  * them:
  *
  *  - the window is the bandwidth times a short target time (twice the
- *    unloaded round trip if that is longer), plus one chunk: enough to keep
- *    the rail busy, little to wait behind when a rail fails;
+ *    unloaded round trip, or the start-up latency, if longer), plus two
+ *    chunks: enough to keep the rail busy, little to wait behind when a
+ *    rail fails;
  *  - near the end of the data a connection leaves the rest to the others
  *    when they would finish all of it before it finishes one more chunk:
  *    the tail never waits on a slow rail while a fast one is idle;
@@ -161,15 +162,18 @@ static void nz_sched_set_state(struct nz_conn *conn, u8 state)
 }
 
 /*
- * How long a connection's window should last, in ns: the target, or twice
- * its unloaded round trip if that is longer, so that the window covers
- * what is on the way.  Short, so that little waits in a queue: a chunk of
- * a failed rail is resent behind at most that much.
+ * How long a connection's window should last, in ns: the target, twice its
+ * unloaded round trip, or its start-up latency (round trip plus what the
+ * two ends take to process a chunk), whichever is longest, so that the
+ * window covers what is on the way.  Short, so that little waits in a
+ * queue: a chunk of a failed rail is resent behind at most that much.
  */
 static u64 nz_sched_target_ns(const struct nz_conn *c)
 {
+	u64 us = max(2ULL * nz_est_min_rtt(&c->est), (u64)c->est.start_us);
+
 	return max_t(u64, (u64)READ_ONCE(sched_target_ms) * NSEC_PER_MSEC,
-		     2ULL * nz_est_min_rtt(&c->est) * NSEC_PER_USEC);
+		     us * NSEC_PER_USEC);
 }
 
 u64 nz_sched_window(const struct nz_conn *conn)
@@ -187,7 +191,8 @@ u64 nz_sched_window(const struct nz_conn *conn)
 		w = mul_u64_u64_div_u64(conn->est.bw,
 					nz_sched_target_ns(conn),
 					NSEC_PER_SEC);
-		w = min(w, NZ_EST_MAX_WINDOW) + unit;
+		/* Two chunks more: one being written, one being acknowledged. */
+		w = min(w, NZ_EST_MAX_WINDOW) + 2ULL * unit;
 		break;
 	}
 	w = div_u64(w * weight, NZ_DEFAULT_WEIGHT);
