@@ -352,5 +352,6 @@ void nz_sched_conn_up(struct nz_conn *conn);
 /* sched.c: not under peer->lock (health.c, every heartbeat period). */
 void nz_sched_tick(struct nz_conn *conn);
 const char *nz_sched_state_name(u8 state);
+u32 nz_est_min_rtt(const struct nz_est *e);	/* under peer->lock */
 
 #endif /* _NZ_COMM_H */

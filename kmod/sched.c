@@ -138,7 +138,7 @@ static bool nz_sched_conn_usable(const struct nz_conn *c)
 	       nz_sched_rail_usable(c->rail);
 }
 
-static u32 nz_est_min_rtt(const struct nz_est *e)
+u32 nz_est_min_rtt(const struct nz_est *e)
 {
 	if (!e->min_rtt_us)
 		return e->min_rtt_prev_us;

@@ -327,8 +327,7 @@ static ssize_t nz_conn_est_show(struct kobject *k, char *buf,
 		v = e->srtt_us;
 		break;
 	case NZ_EST_MIN_RTT:
-		v = e->min_rtt_prev_us && e->min_rtt_prev_us < e->min_rtt_us ?
-			e->min_rtt_prev_us : e->min_rtt_us;
+		v = nz_est_min_rtt(e);
 		break;
 	case NZ_EST_START:
 		v = e->start_us;

@@ -47,7 +47,7 @@ drill() {
 	fi
 	fbarrier "end.$k"
 	# The module's log of this drill, CLOCK_MONOTONIC-like stamps (gap_from=).
-	dmesg -c 2>/dev/null | grep -E "nezha|rail " > "$NZ_OUT/dmesg.$1.$k"
+	dmesg -c 2>/dev/null | grep -E "nezha|rail " > "$NZ_OUT/dmesg.$sys.$k"
 	local g
 	g=$(grep -o 'gap_ms=[0-9]*' "$NZ_RUN/gap.$k" 2>/dev/null | cut -d= -f2)
 	gaps+=("${g:-999999}")

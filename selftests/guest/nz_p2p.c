@@ -325,33 +325,50 @@ static int stream(struct nz_comm *c, int seconds)
 	return ret ? 3 : 0;
 }
 
+/*
+ * One value of /sys/class/nezha/rail-R/peer-JOB-RANK-PEER/FILE for rail
+ * slot s, without its newline; 0, or -1 if there is not exactly one such
+ * directory or the file cannot be read.
+ */
+static int peer_sysfs_read(struct nz_comm *c, int s, const char *file,
+			   char *line, size_t len)
+{
+	char pat[256], path[300];
+	int ret = -1;
+	glob_t g;
+	FILE *f;
+
+	snprintf(pat, sizeof(pat), "/sys/class/nezha/rail-%s/peer-*-%d-%d",
+		 nz_comm_rail_name(c, s), rank, peer);
+	if (glob(pat, 0, NULL, &g) || g.gl_pathc != 1) {
+		globfree(&g);
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/%s", g.gl_pathv[0], file);
+	f = fopen(path, "r");
+	if (f && fgets(line, (int)len, f)) {
+		line[strcspn(line, "\n")] = '\0';
+		ret = 0;
+	}
+	if (f)
+		fclose(f);
+	globfree(&g);
+	return ret;
+}
+
 /* /sys/class/nezha/rail-R/peer-JOB-RANK-PEER/: state up, bytes moved. */
 static void test_peer_sysfs(struct nz_comm *c)
 {
 	int s, good = 0, n = nz_comm_nrails(c);
-	char pat[256], path[300], line[64];
-	glob_t g;
-	FILE *f;
+	char line[64];
 
-	for (s = 0; s < n; s++) {
-		snprintf(pat, sizeof(pat), "/sys/class/nezha/rail-%s/peer-*-%d-%d",
-			 nz_comm_rail_name(c, s), rank, peer);
-		if (glob(pat, 0, NULL, &g) || g.gl_pathc != 1)
-			continue;
-		snprintf(path, sizeof(path), "%s/state", g.gl_pathv[0]);
-		f = fopen(path, "r");
-		if (f && fgets(line, sizeof(line), f) && !strcmp(line, "up\n")) {
-			fclose(f);
-			snprintf(path, sizeof(path), "%s/%s", g.gl_pathv[0],
-				 rank == 0 ? "bytes_tx" : "bytes_rx");
-			f = fopen(path, "r");
-			if (f && fgets(line, sizeof(line), f) && atoll(line) > 0)
-				good++;
-		}
-		if (f)
-			fclose(f);
-		globfree(&g);
-	}
+	for (s = 0; s < n; s++)
+		if (!peer_sysfs_read(c, s, "state", line, sizeof(line)) &&
+		    !strcmp(line, "up") &&
+		    !peer_sysfs_read(c, s, rank == 0 ? "bytes_tx" : "bytes_rx",
+				     line, sizeof(line)) &&
+		    atoll(line) > 0)
+			good++;
 	tap_ok(good == n, "per (peer, rail) sysfs: %d of %d rails up with traffic",
 	       good, n);
 }
@@ -504,11 +521,9 @@ static int burst(struct nz_comm *c, size_t len, int count)
 		"window_bytes", "chunks_tx",
 	};
 	uint8_t *buf = malloc(len ? len : 1);
-	char pat[256], path[300], line[64];
 	int i, s, ret = 0, bad = 0;
+	char line[64];
 	size_t got;
-	glob_t g;
-	FILE *f;
 
 	if (!buf)
 		return 1;
@@ -522,24 +537,15 @@ static int burst(struct nz_comm *c, size_t len, int count)
 		}
 	}
 	for (s = 0; rank == 0 && s < nz_comm_nrails(c); s++) {
-		snprintf(pat, sizeof(pat), "/sys/class/nezha/rail-%s/peer-*-%d-%d",
-			 nz_comm_rail_name(c, s), rank, peer);
-		if (glob(pat, 0, NULL, &g) || g.gl_pathc != 1)
+		if (peer_sysfs_read(c, s, "state", line, sizeof(line)))
 			continue;
 		printf("est %s", nz_comm_rail_name(c, s));
 		for (size_t k = 0; k < sizeof(files) / sizeof(files[0]); k++) {
-			snprintf(path, sizeof(path), "%s/%s", g.gl_pathv[0],
-				 files[k]);
-			f = fopen(path, "r");
-			if (!f || !fgets(line, sizeof(line), f))
-				snprintf(line, sizeof(line), "-\n");
-			if (f)
-				fclose(f);
-			line[strcspn(line, "\n")] = '\0';
+			if (peer_sysfs_read(c, s, files[k], line, sizeof(line)))
+				snprintf(line, sizeof(line), "-");
 			printf(" %s=%s", files[k], line);
 		}
 		printf("\n");
-		globfree(&g);
 	}
 	printf("# rank %d: %d messages of %zu bytes, %d corrupt, %s\n", rank,
 	       i, len, bad, ret ? strerror(-ret) : "ok");
