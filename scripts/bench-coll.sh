@@ -11,7 +11,8 @@
 # usage: scripts/bench-coll.sh
 # environment: NZ_RATE (40mbit per rail), NZ_BENCH_ITERS (20 latency
 # iterations), NZ_BENCH_MAX (64M), NZ_BENCH_CONC_SIZE (16M),
-# NZ_BENCH_TIMEOUT (1800 s for the whole run), NZ_OUT (build/bench-coll).
+# NZ_BENCH_TIMEOUT (1800 s for the whole run), NZ_MTU (9000: the rails'
+# MTU, the same for Gloo and Nezha), NZ_OUT (build/bench-coll).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -24,13 +25,13 @@ fi
 selftests/qemu/vm.sh -n 2 -r 2 -t "${NZ_BENCH_TIMEOUT:-1800}" -o "$out" \
 	selftests/guest/bench_gloo.sh --rate "${NZ_RATE:-40mbit}" \
 	--iters "${NZ_BENCH_ITERS:-20}" --max "${NZ_BENCH_MAX:-64M}" \
-	--conc-size "${NZ_BENCH_CONC_SIZE:-16M}"
+	--conc-size "${NZ_BENCH_CONC_SIZE:-16M}" --mtu "${NZ_MTU:-9000}"
 rc=$?
 
 res=$out/guest0.out/bench_coll.results
 if [ -s "$res" ]; then
 	get() { awk -F= -v k="$1" '$1 == k && $2 != "" { v = $2 } END { print (v == "" ? "-" : v) }' "$res"; }
-	echo "# summary (2 ranks, 2 rails x ${NZ_RATE:-40mbit}): latency Gloo/Nezha worst $(get lat_ratio_min)" \
+	echo "# summary (2 ranks, 2 rails x ${NZ_RATE:-40mbit}, MTU $(get mtu)): latency Gloo/Nezha worst $(get lat_ratio_min)" \
 		"(geometric mean $(get lat_ratio_geomean); target >= 1.7)," \
 		"busbw Nezha/Gloo from 16 MiB $(get bw_ratio_min_large) (target >= 1.8)," \
 		"two at once Nezha/Gloo $(get conc_ratio) (target >= 1; Gloo's own gain $(get gloo_conc_gain))"

@@ -6,32 +6,23 @@
 # QEMU guests (selftests/guest/bench_rdma.sh; Documentation/rdma.rst).
 #
 # usage: scripts/bench-rdma.sh
-# environment: NZ_TCP_RATE (40mbit), NZ_RDMA_RATE (20mbit), NZ_RDMA_MTU (4200; 1500: no jumbo frames), NZ_BENCH_SECS (10 s per raw
+# environment: NZ_TCP_RATE (40mbit), NZ_RDMA_RATE (20mbit), NZ_RDMA_MTU
+# (4200; 1500: no jumbo frames), NZ_TCP_MTU (9000), NZ_BENCH_SECS (10 s per raw
 # measurement), NZ_BENCH_SIZE (64M), NZ_BENCH_ITERS (1),
 # NZ_BENCH_TIMEOUT (1500 s for the whole run), NZ_OUT (build/bench-rdma).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 out=${NZ_OUT:-build/bench-rdma}
-mtu=${NZ_RDMA_MTU:-4200}
 mkdir -p "$out"
 out=$(realpath "$out")
-
-# On the host side, rail 1's bridge and taps carry the RDMA NIC's jumbo
-# frames (vm.sh runs this in the rails' namespace as the guests boot).
-cat >"$out/host-mtu.sh" <<EOS
-#!/bin/bash
-ip link set nzbr1 mtu $((mtu > 1500 ? mtu : 1500))
-for g in 0 1; do ip link set "tap-g\$g-r1" mtu $((mtu > 1500 ? mtu : 1500)); done
-EOS
-chmod +x "$out/host-mtu.sh"
 
 # The guests share the host's CPUs: a busy host makes them CPU bound.
 echo "# host load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 selftests/qemu/vm.sh -n 2 -r 2 -t "${NZ_BENCH_TIMEOUT:-1500}" -o "$out" \
-	-H "$out/host-mtu.sh" selftests/guest/bench_rdma.sh \
+	selftests/guest/bench_rdma.sh \
 	--tcp-rate "${NZ_TCP_RATE:-40mbit}" --rdma-rate "${NZ_RDMA_RATE:-20mbit}" \
-	--mtu "$mtu" --secs "${NZ_BENCH_SECS:-10}" \
+	--mtu "${NZ_RDMA_MTU:-4200}" --tcp-mtu "${NZ_TCP_MTU:-9000}" --secs "${NZ_BENCH_SECS:-10}" \
 	--size "${NZ_BENCH_SIZE:-64M}" --iters "${NZ_BENCH_ITERS:-1}"
 rc=$?
 echo "# host load after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -39,7 +30,7 @@ echo "# host load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 res=$out/guest0.out/bench_rdma.results
 if [ -s "$res" ]; then
 	get() { awk -F= -v k="$1" '$1 == k && $2 != "" { v = $2 } END { print (v == "" ? "-" : v) }' "$res"; }
-	echo "# summary, Mbit/s (rails shaped: TCP $(get tcp_rate), RDMA $(get rdma_rate) at MTU $(get rdma_mtu);" \
+	echo "# summary, Mbit/s (rails shaped: TCP $(get tcp_rate), RDMA $(get rdma_rate); MTU TCP $(get tcp_mtu), RDMA $(get rdma_mtu);" \
 		"unshaped ceilings: TCP $(get tcp_ceiling), rxe $(get rxe_ceiling)):"
 	echo "#   alone: TCP $(get tcp_alone) (iperf3), RDMA $(get rdma_alone) (ib_send_bw), sum $(get sum_alone);" \
 		"both tools at once $(get parallel)"

@@ -10,7 +10,8 @@
 #    rail0 10.77.0.1 --tbf RATE-- bridge --tbf RATE-- 10.77.0.2 rail0
 #    rail1 10.77.1.1 --tbf RATE-- bridge --tbf RATE-- 10.77.1.2 rail1
 #
-#  1. shape every rail on both guests (egress tbf);
+#  1. jumbo frames (MTU 9000 unless --mtu says otherwise) and egress tbf
+#     on every rail of both guests;
 #  2. Gloo, GLOO_SOCKET_IFNAME=rail0,rail1 (both NICs, as Nezha has them),
 #     float32 sum: latency 8 B .. 64 KiB, bandwidth 1 MiB .. 64 MiB, and
 #     two allreduces of CONC_SIZE at once (tools/gloo_bench.py);
@@ -22,7 +23,8 @@
 #     Gloo.
 #
 # usage: bench_gloo.sh [--rate RATE] [--iters N] [--max SIZE] [--conc-size SIZE]
-# (defaults: NZ_RATE or 40mbit, 20 latency iterations, 64M, 16M)
+#                      [--mtu MTU]
+# (defaults: NZ_RATE or 40mbit, 20 latency iterations, 64M, 16M, NZ_MTU or 9000)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench_lib.sh"
 set -u
@@ -31,6 +33,7 @@ RATE=${NZ_RATE:-40mbit}
 LAT_ITERS=${NZ_BENCH_ITERS:-20}
 BW_MAX=${NZ_BENCH_MAX:-64M}
 CONC_SIZE=${NZ_BENCH_CONC_SIZE:-16M}
+MTU=${NZ_MTU:-9000}
 PY=/usr/bin/python3
 GLOO=$NZ_TOP/tools/gloo_bench.py
 BENCH=$NZ_BIN/tools/nezha-bench
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
 	--iters) LAT_ITERS=$2 ;;
 	--max) BW_MAX=$2 ;;
 	--conc-size) CONC_SIZE=$2 ;;
+	--mtu) MTU=$2 ;;
 	*) echo "Bail out! bench_gloo.sh: unknown argument $1"; exit 2 ;;
 	esac
 	shift 2
@@ -64,16 +68,17 @@ RES=$NZ_OUT/bench_coll.results
 record() {	# record KEY VALUE: for scripts/bench-coll.sh's summary
 	echo "$1=$2" >>"$RES"
 }
-say "node $NZ_NODE of $NZ_NODES, $NZ_RAILS rails: $NZ_IFS = $NZ_ADDRS; rate $RATE each"
+say "node $NZ_NODE of $NZ_NODES, $NZ_RAILS rails: $NZ_IFS = $NZ_ADDRS; rate $RATE each, MTU $MTU"
 
-# 1. Shaping.
+# 1. Jumbo frames and shaping.
 st=ok
-if shape_rails "$RATE"; then
-	ok "rails shaped to $RATE (tbf, egress)"
+if rails_mtu "$MTU" && shape_rails "$RATE"; then
+	ok "rails at MTU $MTU, shaped to $RATE (tbf, egress)"
 else
-	not_ok "rails shaped to $RATE"
+	not_ok "rails at MTU $MTU, shaped to $RATE"
 	st=fail
 fi
+record mtu "$MTU"
 
 # 2. Gloo.  A missing torch is a SKIP, with the reason, on both guests.
 gloo_ok=ok

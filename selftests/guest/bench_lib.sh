@@ -104,6 +104,31 @@ shape_rails() {
 	return $ok
 }
 
+# rails_mtu MTU: every rail of this guest at MTU (the host side carries up
+# to 9000: vm.sh), then a don't-fragment ping of that size to the other
+# guest on each rail (with 2 guests).  Jumbo frames cut the per-packet cost that
+# makes single-vCPU TCG guests CPU bound well below two rails' rate in both
+# directions; every tool in a run uses the same rails, so the comparison
+# stays fair.  Returns 1 (and says why) when a path does not carry it.
+rails_mtu() {
+	local r ifname ok=0
+	for ifname in "${nz_ifs[@]}"; do
+		show_run ip link set "$ifname" mtu "$1" || ok=1
+	done
+	{ [ "$1" -le 1500 ] || [ "${NZ_NODES:-1}" != 2 ]; } && return $ok
+	for ((r = 0; r < ${#nz_ifs[@]}; r++)); do
+		# Both guests set their MTU at about the same time: a few tries.
+		local t
+		for t in 1 2 3 4 5; do
+			ping -c 1 -W 2 -M do -s $(($1 - 28)) \
+				"$(rail_addr $((1 - NZ_NODE)) "$r")" >/dev/null 2>&1 && break
+			[ $t = 5 ] && { say "rail $r does not carry MTU $1"; ok=1; }
+			sleep 1
+		done
+	done
+	return $ok
+}
+
 # Run a TCP program over MPTCP: mptcpize where it exists (not in Debian 12's
 # mptcpd), else an LD_PRELOAD shim built here that turns every TCP socket()
 # into an IPPROTO_MPTCP one -- what mptcpize does.  Sets MPTCP_RUN (array).

@@ -11,9 +11,9 @@
 #      rxe0                                                       rxe0
 #
 #  1. Soft-RoCE on rail1, with jumbo frames (MTU 4200, an IB MTU of 4096,
-#     as RoCE fabrics are set up; scripts/bench-rdma.sh raises the bridge's
-#     MTU); each rail's ceiling unshaped: iperf3 on rail0, ib_send_bw
-#     (rxe's own) on rail1;
+#     as RoCE fabrics are set up; vm.sh's bridges carry them), rail0 (TCP)
+#     at MTU 9000; each rail's ceiling unshaped: iperf3 on rail0,
+#     ib_send_bw (rxe's own) on rail1;
 #  2. shape rail0 to TCP_RATE (40 Mbit/s) and rail1 to RDMA_RATE (20
 #     Mbit/s), below rxe's ceiling.  rxe has no congestion control: rail1's
 #     queue holds what one queue pair keeps in flight (128 packets), so the
@@ -28,7 +28,8 @@
 #     >= 85% of the sum of the rails alone (iperf3 + ib_send_bw).
 #
 # usage: bench_rdma.sh [--tcp-rate RATE] [--rdma-rate RATE]
-#                      [--mtu MTU] [--secs S] [--size SIZE] [--iters N]
+#                      [--mtu MTU] [--tcp-mtu MTU] [--secs S] [--size SIZE]
+#                      [--iters N]
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench_lib.sh"
 set -u
@@ -36,6 +37,7 @@ set -u
 TCP_RATE=${NZ_TCP_RATE:-40mbit}
 RDMA_RATE=${NZ_RDMA_RATE:-20mbit}
 MTU=${NZ_RDMA_MTU:-4200}
+TCP_MTU=${NZ_TCP_MTU:-9000}
 SECS=${NZ_BENCH_SECS:-10}
 SIZE=${NZ_BENCH_SIZE:-64M}
 ITERS=${NZ_BENCH_ITERS:-1}
@@ -45,6 +47,7 @@ while [ $# -gt 0 ]; do
 	--tcp-rate) TCP_RATE=$2 ;;
 	--rdma-rate) RDMA_RATE=$2 ;;
 	--mtu) MTU=$2 ;;
+	--tcp-mtu) TCP_MTU=$2 ;;
 	--secs) SECS=$2 ;;
 	--size) SIZE=$2 ;;
 	--iters) ITERS=$2 ;;
@@ -80,6 +83,7 @@ st=ok
 if [ "$MTU" != 1500 ]; then
 	show_run ip link set rail1 mtu "$MTU" || st=fail
 fi
+show_run ip link set rail0 mtu "$TCP_MTU" || st=fail
 show_run modprobe -a rdma_rxe rdma_cm ib_uverbs rdma_ucm || st=fail
 # Retried: right after rdma_rxe loads, rdma link add can fail once.
 for try in 1 2 3 4 5; do
@@ -94,6 +98,12 @@ if [ "$MTU" != 1500 ] && ! ping -c 2 -W 2 -M do -s $((MTU - 28)) \
 	say "no MTU $MTU path on rail1 (is the bridge's MTU raised?): back to 1500"
 	MTU=1500
 	ip link set rail1 mtu 1500
+fi
+if [ "$TCP_MTU" != 1500 ] && ! ping -c 2 -W 2 -M do -s $((TCP_MTU - 28)) \
+	"10.77.0.$((2 - NZ_NODE))" >/dev/null 2>&1; then
+	say "no MTU $TCP_MTU path on rail0: back to 1500"
+	TCP_MTU=1500
+	ip link set rail0 mtu 1500
 fi
 barrier mtu-checked 120 || { not_ok "barrier mtu-checked"; tap_done; exit 1; }
 rdma link show rxe0 | comment
@@ -198,7 +208,7 @@ st=ok
 show_run tc qdisc replace dev rail0 root tbf rate "$TCP_RATE" burst 20kb latency 20ms || st=fail
 show_run tc qdisc replace dev rail1 root tbf rate "$RDMA_RATE" burst 20kb limit 200kb || st=fail
 if [ $st = ok ]; then
-	ok "rails shaped: rail0 $TCP_RATE (TCP), rail1 $RDMA_RATE (RDMA), MTU $MTU"
+	ok "rails shaped: rail0 $TCP_RATE (TCP, MTU $TCP_MTU), rail1 $RDMA_RATE (RDMA, MTU $MTU)"
 else
 	not_ok "rails shaped: rail0 $TCP_RATE (TCP), rail1 $RDMA_RATE (RDMA)"
 fi
@@ -206,6 +216,7 @@ if [ "$NZ_NODE" = 0 ]; then
 	record tcp_rate "$(mbit "$TCP_RATE")"
 	record rdma_rate "$(mbit "$RDMA_RATE")"
 	record rdma_mtu "$MTU"
+	record tcp_mtu "$TCP_MTU"
 fi
 
 # 3a. Each rail alone, with its own tool; then both tools at once (what

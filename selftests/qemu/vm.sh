@@ -261,6 +261,9 @@ trap 'exit 143' TERM HUP
 # --- rails: one bridge per rail, one tap per (guest, rail) ----------------------
 
 tap_name() { echo "tap-g$1-r$2"; }
+# The host side carries jumbo frames; a guest picks its rails' MTU (1500
+# unless a benchmark raises it: bench_lib.sh rails_mtu).
+RAIL_MAX_MTU=9000
 
 ip netns add "$ns" || die "cannot create network namespace $ns"
 ns_made=1
@@ -270,12 +273,12 @@ ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
 {
 	echo "link set lo up"
 	for ((r = 0; r < rails; r++)); do
-		echo "link add nzbr$r type bridge stp_state 0 forward_delay 0 mcast_snooping 0"
+		echo "link add nzbr$r mtu $RAIL_MAX_MTU type bridge stp_state 0 forward_delay 0 mcast_snooping 0"
 		echo "link set nzbr$r up"
 		for ((g = 0; g < nodes; g++)); do
 			tap=$(tap_name "$g" "$r")
 			echo "tuntap add dev $tap mode tap"
-			echo "link set $tap master nzbr$r"
+			echo "link set $tap mtu $RAIL_MAX_MTU master nzbr$r"
 			echo "link set $tap up"
 		done
 	done
