@@ -16,7 +16,8 @@
 #     ib_send_bw (rxe's own) on rail1;
 #  2. shape rail0 to TCP_RATE (40 Mbit/s) and rail1 to RDMA_RATE (20
 #     Mbit/s), below rxe's ceiling.  rxe has no congestion control: rail1's
-#     queue holds what one queue pair keeps in flight (128 packets), so the
+#     queue holds what one queue pair keeps in flight (128 packets of the
+#     MTU), so the
 #     shaper delays instead of dropping;
 #  3. each rail alone: iperf3 on rail0, ib_send_bw on rail1; both tools at
 #     once (if they fall short of the shaped sum, the guests are CPU bound:
@@ -202,11 +203,13 @@ if [ "$NZ_NODE" = 0 ]; then
 	fi
 fi
 
-# 2. Shaping: rail0 TCP_RATE, rail1 RDMA_RATE.  rail1's queue: 200 KB,
-# over one QP's 128 packets in flight.
+# 2. Shaping: rail0 TCP_RATE, rail1 RDMA_RATE.  rail1's queue holds one
+# QP's 128 packets in flight (rxe's limit of unacknowledged PSNs) at this
+# MTU: 200 KB at 1500, 560 KB at 4200.  A shorter queue drops, and rxe
+# waits for a retransmission timeout (seconds) each time.
 st=ok
 show_run tc qdisc replace dev rail0 root tbf rate "$TCP_RATE" burst 20kb latency 20ms || st=fail
-show_run tc qdisc replace dev rail1 root tbf rate "$RDMA_RATE" burst 20kb limit 200kb || st=fail
+show_run tc qdisc replace dev rail1 root tbf rate "$RDMA_RATE" burst 20kb limit $((128 * MTU + 20000)) || st=fail
 if [ $st = ok ]; then
 	ok "rails shaped: rail0 $TCP_RATE (TCP, MTU $TCP_MTU), rail1 $RDMA_RATE (RDMA, MTU $MTU)"
 else
@@ -242,7 +245,7 @@ parallel_bw shaped && [ "$NZ_NODE" = 0 ] && record parallel "$PAR"
 # 3b, 4. Nezha: a TCP rail t0 and an RDMA rail rd; a weight of 0 leaves a
 # rail out of the next communicator.
 st=ok
-show_run insmod "$NZ_KO" || st=fail
+show_run insmod "$NZ_KO" ${NZ_MODULE_PARAMS:-} || st=fail
 show_run insmod "$NZ_RDMA_KO" || st=fail
 show_run "$CTL" rail add t0 proto tcp dev rail0 || st=fail
 show_run "$CTL" rail add rd proto rdma dev rxe0 || st=fail
