@@ -49,7 +49,8 @@ tap_done() {
 	[ "$_tap_fail" -eq 0 ]
 }
 nz_load() {	# nz_load [params]: insmod the module built in this tree
-	insmod "$NZ_KO" "$@"
+	# shellcheck disable=SC2086  # NZ_MODULE_PARAMS: words, from vm.sh
+	insmod "$NZ_KO" ${NZ_MODULE_PARAMS:-} "$@"
 }
 nz_unload() {
 	rmmod nezha

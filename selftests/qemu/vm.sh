@@ -228,6 +228,8 @@ done
 {
 	printf 'NZ_NODES=%q\nNZ_RAILS=%q\nNZ_TOP=%q\nNZ_SCRIPT=%q\n' \
 		"$nodes" "$rails" "$TOP" "$guest_script"
+	# Module parameters for every insmod of nezha.ko (ablations).
+	printf 'NZ_MODULE_PARAMS=%q\n' "${NZ_MODULE_PARAMS:-}"
 	printf 'NZ_ARGS=('
 	[ ${#guest_args[@]} -eq 0 ] || printf ' %q' "${guest_args[@]}"
 	printf ' )\n'
