@@ -766,17 +766,26 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 {
 	unsigned int marks = READ_ONCE(conn->rx_marks);
 	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
-	unsigned long now = jiffies;
+	unsigned long now = jiffies, last;
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
 	void *tp = NULL;
 
 	if (READ_ONCE(conn->state) != NZ_CONN_UP)
 		return;
-	/* Bytes arrived, or we stopped reading on purpose: not silent. */
+	smp_rmb();	/* rx_last as new as the marks: nz_conn_rx_mark() */
+	last = READ_ONCE(conn->rx_last);
+	/*
+	 * Bytes arrived, or we stopped reading on purpose: not silent.
+	 * Silence counts from the arrival itself, not from this run, which
+	 * may come a period later.
+	 */
 	if (marks != conn->hb_marks || READ_ONCE(conn->rx_blocked)) {
 		conn->hb_marks = marks;
-		conn->quiet_since = now;
+		if (READ_ONCE(conn->rx_blocked) || time_after(last, now))
+			last = now;
+		if (time_after(last, conn->quiet_since))
+			conn->quiet_since = last;
 		conn->silent = 0;
 		if (conn->suspect) {
 			WRITE_ONCE(conn->suspect, false);

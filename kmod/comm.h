@@ -173,6 +173,7 @@ struct nz_conn {
 	atomic64_t errors;		/* transport closed on an error */
 	struct kobject *kobj;		/* sysfs; under io_lock */
 	unsigned int rx_marks;		/* bumped by the transport on arrival */
+	unsigned long rx_last;		/* jiffies of that arrival */
 	unsigned int hb_marks;		/* rx_marks at the last heartbeat */
 	unsigned int silent;		/* heartbeat periods without arrival */
 	unsigned int hb_sent;		/* heartbeats queued, under peer->lock */
@@ -353,5 +354,17 @@ void nz_sched_conn_up(struct nz_conn *conn);
 void nz_sched_tick(struct nz_conn *conn);
 const char *nz_sched_state_name(u8 state);
 u32 nz_est_min_rtt(const struct nz_est *e);	/* under peer->lock */
+
+/*
+ * Transports, on every arrival (any context): the path is alive now.  The
+ * time goes first, so a heartbeat run that sees the new mark never reads
+ * an older arrival time.
+ */
+static inline void nz_conn_rx_mark(struct nz_conn *conn)
+{
+	WRITE_ONCE(conn->rx_last, jiffies);
+	smp_wmb();	/* pairs with nz_conn_heartbeat()'s smp_rmb() */
+	WRITE_ONCE(conn->rx_marks, conn->rx_marks + 1);
+}
 
 #endif /* _NZ_COMM_H */

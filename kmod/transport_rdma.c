@@ -573,7 +573,7 @@ static void nz_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (closing)
 		return;
 	if (attached)
-		WRITE_ONCE(rc->conn->rx_marks, rc->conn->rx_marks + 1);
+		nz_conn_rx_mark(rc->conn);
 	queue_work(nz_rdma_wq, &rc->rx_work);
 	if (kick_tx && attached)
 		queue_work(nz_rdma_wq, &rc->tx_work);

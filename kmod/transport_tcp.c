@@ -34,6 +34,46 @@
 #define NZ_TCP_RX_BUDGET	(2U << 20)	/* bytes per rx work run */
 #define NZ_TCP_TX_BUDGET	64		/* frames per tx work run */
 
+/*
+ * Unsent bytes a connection's socket may hold (TCP_NOTSENT_LOWAT); the
+ * rest of its window waits in the module.  When a rail fails, its chunks
+ * are resent on the others behind whatever their sockets already hold, so
+ * this bounds the reroute's wait; the bytes in flight on the wire keep
+ * the link busy meanwhile.  0: the system's default (no limit).
+ */
+static unsigned int tcp_notsent_kb = 64;
+module_param(tcp_notsent_kb, uint, 0644);
+MODULE_PARM_DESC(tcp_notsent_kb,
+		 "KiB of unsent data a TCP rail's socket may hold (0: no limit; new connections)");
+
+/*
+ * Congestion control of the rails' connections; empty: the namespace's
+ * default.  A loss-based one (cubic) fills a bottleneck's buffer, and a
+ * rerouted chunk or an ACK then waits behind that queue; a model-based one
+ * (bbr) keeps it short.
+ */
+static char tcp_cc[TCP_CA_NAME_MAX];
+module_param_string(tcp_cc, tcp_cc, sizeof(tcp_cc), 0644);
+MODULE_PARM_DESC(tcp_cc,
+		 "congestion control of TCP rails, e.g. bbr (empty: the system's default; new connections)");
+
+static void nz_tcp_set_cc(struct sock *sk, const struct nz_rail *rail)
+{
+	char name[TCP_CA_NAME_MAX];
+	int ret;
+
+	kernel_param_lock(THIS_MODULE);
+	strscpy(name, tcp_cc, sizeof(name));
+	kernel_param_unlock(THIS_MODULE);
+	if (!name[0])
+		return;
+	ret = tcp_setsockopt(sk, SOL_TCP, TCP_CONGESTION,
+			     KERNEL_SOCKPTR(name), strlen(name));
+	if (ret)
+		pr_warn_ratelimited("rail %s: congestion control %s: error %d, the default stays\n",
+				    rail->name, name, ret);
+}
+
 struct nz_tcp_rail {
 	struct nz_rail *rail;
 	struct socket *lsock;
@@ -196,7 +236,7 @@ static void nz_tcp_data_ready(struct sock *sk)
 	tc = sk->sk_user_data;
 	if (tc) {
 		/* Liveness is bytes arriving, however late we read them. */
-		WRITE_ONCE(tc->conn->rx_marks, tc->conn->rx_marks + 1);
+		nz_conn_rx_mark(tc->conn);
 		queue_work(nz_wq, &tc->rx_work);
 	}
 	read_unlock_bh(&sk->sk_callback_lock);
@@ -466,7 +506,11 @@ static int nz_tcp_attach(struct nz_conn *conn, struct socket *sock)
 	if (!tc)
 		return -ENOMEM;
 	tcp_sock_set_nodelay(sk);
+	nz_tcp_set_cc(sk, conn->rail);
 	lock_sock(sk);
+	/* What is queued behind a failed rail's chunks: see tcp_notsent_kb. */
+	WRITE_ONCE(tcp_sk(sk)->notsent_lowat,
+		   min(READ_ONCE(tcp_notsent_kb), 1U << 20) << 10);
 	sk->sk_rcvtimeo = MAX_SCHEDULE_TIMEOUT;
 	sk->sk_sndtimeo = MAX_SCHEDULE_TIMEOUT;
 	release_sock(sk);
