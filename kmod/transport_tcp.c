@@ -38,10 +38,11 @@
  * Unsent bytes a connection's socket may hold (TCP_NOTSENT_LOWAT); the
  * rest of its window waits in the module.  When a rail fails, its chunks
  * are resent on the others behind whatever their sockets already hold, so
- * this bounds the reroute's wait; the bytes in flight on the wire keep
- * the link busy meanwhile.  0: the system's default (no limit).
+ * this bounds the reroute's wait.  Off by default: on CPU-starved guests
+ * the socket ran dry before the sender was woken (bench-p2p 0.85-0.92 of
+ * the rails' sum with 64 KiB, 0.97 without).  0: the system's default.
  */
-static unsigned int tcp_notsent_kb = 64;
+static unsigned int tcp_notsent_kb;
 module_param(tcp_notsent_kb, uint, 0644);
 MODULE_PARM_DESC(tcp_notsent_kb,
 		 "KiB of unsent data a TCP rail's socket may hold (0: no limit; new connections)");
