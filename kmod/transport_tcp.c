@@ -66,6 +66,7 @@ static void nz_tcp_set_cc(struct sock *sk, const struct nz_rail *rail)
 	kernel_param_lock(THIS_MODULE);
 	strscpy(name, tcp_cc, sizeof(name));
 	kernel_param_unlock(THIS_MODULE);
+	name[strcspn(name, "\n")] = '\0';	/* as echo writes it */
 	if (!name[0])
 		return;
 	ret = tcp_setsockopt(sk, SOL_TCP, TCP_CONGESTION,

@@ -97,6 +97,30 @@ else
 fi
 tc qdisc del dev "$IF1" root 2>/dev/null
 
+# Rail sockets' congestion control (tcp_cc, new connections): what ss shows
+# on the rails' connections during a transfer; an unknown one is a log line
+# and the default, never a failed transfer.
+TCPCC=/sys/module/nezha/parameters/tcp_cc
+cc_seen() {	# cc_seen NAME: wait for a rail connection using NAME
+	local t
+	for t in $(seq 100); do
+		ss -tinH state established '( sport = :7470 or dport = :7470 )' 2>/dev/null |
+			grep -qw "$1" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+check "tcp_cc=reno accepted" sh -c "echo reno > $TCPCC"
+burst cc 29514 16777216 8 & bp=$!
+check "tcp_cc: the rails' connections use reno" cc_seen reno
+wait $bp
+check "tcp_cc=reno: 8 messages of 16 MiB intact" test $? = 0
+check "tcp_cc=bogus accepted (checked per connection)" sh -c "echo bogus > $TCPCC"
+check "tcp_cc=bogus: 4 messages of 1 MiB intact" burst ccbad 29515 1048576 4
+check "tcp_cc=bogus: a log line says the default stays" sh -c \
+	"dmesg | grep -q 'congestion control bogus: error'"
+check "tcp_cc back to the default" sh -c "echo > $TCPCC"
+
 # Rank 0's process dies mid-stream: rank 1 gets an error, not a hang.
 if [ "$NZ_NODE" = 0 ]; then
 	MASTER_PORT=29501 "$NZ_BIN/guest/nz_p2p" stream 60 > "$NZ_OUT/stream.log" 2>&1 &
