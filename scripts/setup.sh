@@ -9,7 +9,7 @@ PACKAGES=(
 	qemu-system-x86 busybox-static kmod cpio xz-utils
 	iproute2 iputils-ping rdma-core ibverbs-utils perftest iperf3 ethtool procps
 	libibverbs-dev librdmacm-dev liburing-dev libmnl-dev pkg-config sparse
-	python3
+	python3 python3-docutils
 )
 
 # One dpkg-query for all packages; unknown packages are simply absent from

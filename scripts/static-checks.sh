@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # Static checks of the kernel code, as TAP: checkpatch, a W=1 build with no
-# warnings, sparse.  Tools come from Debian's linux-source-6.1, sparse and
+# warnings, sparse; and that Documentation/*.rst parses without a warning
+# (a malformed table renders as an error block).  Tools come from Debian's linux-source-6.1, sparse and
 # the kernel headers (scripts/setup.sh installs them).
 set -u
 cd "$(dirname "$0")/.."
@@ -20,6 +21,21 @@ else
 	else
 		tap "not ok" "checkpatch: kmod/ and uapi/ are clean"
 		echo "$out" | head -40 | sed 's/^/# /'
+	fi
+fi
+
+if ! python3 -c 'import docutils' 2>/dev/null; then
+	tap ok "Documentation parses # SKIP python3-docutils not installed"
+else
+	bad=
+	for f in Documentation/*.rst; do
+		out=$(python3 -m docutils --halt=warning --report=warning "$f" /dev/null 2>&1) ||
+			{ bad=1; echo "$out" | head -4 | sed 's/^/# /'; }
+	done
+	if [ -z "$bad" ]; then
+		tap ok "Documentation/*.rst parses without warnings (docutils)"
+	else
+		tap "not ok" "Documentation/*.rst parses without warnings (docutils)"
 	fi
 fi
 
