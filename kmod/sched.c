@@ -391,6 +391,29 @@ static void nz_sched_assigned(struct nz_conn *conn, struct nz_chunk *ch)
 	conn->inflight_bytes += ch->len;
 }
 
+/*
+ * Is there data conn could take if its window allowed: a chunk to resend,
+ * or unassigned bytes of a message this rail may carry?  Looks at the
+ * first NZ_SCHED_WAIT_SCAN messages only (they are assigned in order).
+ */
+#define NZ_SCHED_WAIT_SCAN	64
+static bool nz_sched_waiting(const struct nz_peer *p,
+			     const struct nz_conn *conn)
+{
+	const struct nz_msg *m;
+	unsigned int n = 0;
+
+	if (!list_empty(&p->resend))
+		return true;
+	list_for_each_entry(m, &p->tx_msgs, node) {
+		if (!m->assigned_all && (m->rail_mask & BIT(conn->slot)))
+			return true;
+		if (++n >= NZ_SCHED_WAIT_SCAN)
+			break;
+	}
+	return false;
+}
+
 struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 				     struct nz_chunk **spare)
 {
@@ -420,7 +443,13 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 		return ch;
 	}
 	if (conn->inflight_bytes >= window) {
-		conn->est.sample_limited = true;
+		/*
+		 * Window-limited only if there was something to take: a
+		 * ping-pong fills its window with its one message, and
+		 * flagging that would let an idle period set the estimate.
+		 */
+		if (nz_sched_waiting(p, conn))
+			conn->est.sample_limited = true;
 		return NULL;
 	}
 
