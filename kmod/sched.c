@@ -391,29 +391,6 @@ static void nz_sched_assigned(struct nz_conn *conn, struct nz_chunk *ch)
 	conn->inflight_bytes += ch->len;
 }
 
-/*
- * Is there data conn could take if its window allowed: a chunk to resend,
- * or unassigned bytes of a message this rail may carry?  Looks at the
- * first NZ_SCHED_WAIT_SCAN messages only (they are assigned in order).
- */
-#define NZ_SCHED_WAIT_SCAN	64
-static bool nz_sched_waiting(const struct nz_peer *p,
-			     const struct nz_conn *conn)
-{
-	const struct nz_msg *m;
-	unsigned int n = 0;
-
-	if (!list_empty(&p->resend))
-		return true;
-	list_for_each_entry(m, &p->tx_msgs, node) {
-		if (!m->assigned_all && (m->rail_mask & BIT(conn->slot)))
-			return true;
-		if (++n >= NZ_SCHED_WAIT_SCAN)
-			break;
-	}
-	return false;
-}
-
 struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 				     struct nz_chunk **spare)
 {
@@ -424,7 +401,7 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 	u32 usable = 0;
 	u64 oldest = 0, len, window;
 	struct nz_msg *m;
-	bool first = true;
+	bool first = true, full;
 
 	lockdep_assert_held(&p->lock);
 	if (!nz_sched_rail_usable(conn->rail) || READ_ONCE(conn->suspect))
@@ -442,14 +419,15 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 		ch->first = false;
 		return ch;
 	}
-	if (conn->inflight_bytes >= window) {
-		/*
-		 * Window-limited only if there was something to take: a
-		 * ping-pong fills its window with its one message, and
-		 * flagging that would let an idle period set the estimate.
-		 */
-		if (nz_sched_waiting(p, conn))
-			conn->est.sample_limited = true;
+	/*
+	 * A full window makes the sample window-limited only when there was
+	 * something to take (a chunk to resend, or one the loop below finds):
+	 * a ping-pong fills its window with its one message, and flagging
+	 * that would let an idle period set the estimate.
+	 */
+	full = conn->inflight_bytes >= window;
+	if (full && ch) {
+		conn->est.sample_limited = true;
 		return NULL;
 	}
 
@@ -471,6 +449,10 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 		if (mode != NZ_SCHED_MEASURED &&
 		    nz_sched_share_done(p, conn, m, mode))
 			continue;
+		if (full) {
+			conn->est.sample_limited = true;
+			return NULL;
+		}
 		len = nz_wire_chunk_len(m->total, m->next_off, 1, comm->unit);
 		/* Leave it to the others only if they may take it. */
 		if (first && mode == NZ_SCHED_MEASURED &&
