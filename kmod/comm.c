@@ -767,6 +767,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	unsigned int marks = READ_ONCE(conn->rx_marks);
 	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
 	unsigned long now = jiffies, last;
+	bool blocked = READ_ONCE(conn->rx_blocked);
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
 	void *tp = NULL;
@@ -780,9 +781,9 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	 * Silence counts from the arrival itself, not from this run, which
 	 * may come a period later.
 	 */
-	if (marks != conn->hb_marks || READ_ONCE(conn->rx_blocked)) {
+	if (marks != conn->hb_marks || blocked) {
 		conn->hb_marks = marks;
-		if (READ_ONCE(conn->rx_blocked) || time_after(last, now))
+		if (blocked || time_after(last, now))
 			last = now;
 		if (time_after(last, conn->quiet_since))
 			conn->quiet_since = last;
