@@ -144,6 +144,10 @@ int nz_conn_attach(struct nz_conn *conn, void *tp)
 	nz_sched_conn_up(conn);
 	conn->counted = true;
 	p->conns_up++;
+	if (!conn->established) {
+		conn->established = true;
+		p->conns_established++;
+	}
 	p->down_since = 0;
 	spin_unlock_bh(&p->lock);
 
@@ -559,14 +563,19 @@ int nz_comm_ioctl_create(struct nz_file *f, void __user *arg)
 	return 0;
 }
 
-static u32 nz_comm_conns_up(struct nz_comm *comm)
+/*
+ * Connections that came up at least once.  Not those up now: a peer may
+ * have connected, sent, seen its message acknowledged and left before we
+ * wait -- its connections were there, and what it sent is here.
+ */
+static u32 nz_comm_conns_established(struct nz_comm *comm)
 {
-	u32 r, up = 0;
+	u32 r, n = 0;
 
 	for (r = 0; r < comm->size; r++)
 		if (comm->peers[r])
-			up += READ_ONCE(comm->peers[r]->conns_up);
-	return up;
+			n += READ_ONCE(comm->peers[r]->conns_established);
+	return n;
 }
 
 int nz_comm_ioctl_wait(struct nz_file *f, void __user *arg)
@@ -586,10 +595,10 @@ int nz_comm_ioctl_wait(struct nz_file *f, void __user *arg)
 		return -EINVAL;
 	expected = (comm->size - 1) * comm->nrails;
 	left = wait_event_interruptible_timeout(comm->waitq,
-			nz_comm_conns_up(comm) >= expected ||
+			nz_comm_conns_established(comm) >= expected ||
 			READ_ONCE(comm->dead),
 			msecs_to_jiffies(w.timeout_ms));
-	w.up = nz_comm_conns_up(comm);
+	w.up = nz_comm_conns_established(comm);
 	w.expected = expected;
 	if (left < 0)
 		ret = left;

@@ -155,6 +155,7 @@ struct nz_conn {
 	struct nz_rail *rail;
 	enum nz_conn_state state;	/* under peer->lock */
 	bool counted;			/* in conns_up and the rail's conns */
+	bool established;		/* came up once: in conns_established */
 	bool client;			/* we connect (our rank > peer's) */
 	struct mutex io_lock;
 	void *tp;			/* transport state (socket, parser) */
@@ -200,6 +201,7 @@ struct nz_peer {
 	spinlock_t lock;
 	struct nz_conn conns[NZ_MAX_RAILS];
 	u32 conns_up;
+	u32 conns_established;		/* connections that came up once */
 	bool left;			/* closed the job in order */
 	unsigned long down_since;	/* jiffies since no conn is up; 0 up */
 	unsigned long last_progress;	/* jiffies of the last ACK or new data */

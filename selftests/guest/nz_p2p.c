@@ -554,6 +554,59 @@ static int burst(struct nz_comm *c, size_t len, int count)
 }
 
 /*
+ * "leave ROUNDS SIZE": ROUNDS short jobs one after the other, on
+ * MASTER_PORT + 1 + round.  In each, rank 1 sends SIZE bytes and leaves;
+ * rank 0 leaves the moment its receive returns.  The ACK rank 0 owes must
+ * still reach rank 1, and rank 0's wait for its connections must count
+ * those rank 1 already closed again.  Stops at the first failure (the
+ * ranks are out of step then).  TAP on rank 1, a summary on rank 0.
+ */
+static int leave(int rounds, size_t len)
+{
+	const char *base = getenv("MASTER_PORT");
+	uint8_t *buf = malloc(len ? len : 1);
+	int i, ret = 0, bad = 0;
+	struct nz_comm *c;
+	char port[16];
+	size_t got;
+
+	if (!buf || !base)
+		return 1;
+	rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
+	for (i = 0; i < rounds && !ret; i++) {
+		snprintf(port, sizeof(port), "%d", atoi(base) + 1 + i);
+		setenv("MASTER_PORT", port, 1);
+		ret = nz_comm_init_env(&c);
+		if (ret) {
+			tap_diag("round %d: %s", i, nz_last_error());
+			break;
+		}
+		peer = 1 - rank;
+		if (rank == 1) {
+			fill(buf, len, i + 1);
+			ret = nz_send(c, buf, len, peer, 7);
+		} else {
+			ret = nz_recv(c, buf, len, peer, 7, &got);
+			bad += !ret && (got != len || check(buf, len, i + 1) >= 0);
+		}
+		nz_comm_destroy(c);
+		if (ret)
+			tap_diag("round %d: %s", i, strerror(-ret));
+	}
+	free(buf);
+	if (rank == 1) {
+		tap_ok(!ret && i == rounds,
+		       "%d jobs: every send completed although the receiver left at once",
+		       rounds);
+		tap_plan(tap_n);
+		return tap_exit();
+	}
+	printf("# rank 0: %d of %d jobs, %s, %d corrupt\n", i, rounds,
+	       ret ? strerror(-ret) : "ok", bad);
+	return ret || bad ? 1 : 0;
+}
+
+/*
  * "ratemeter SECONDS [AT COMMAND]": rank 0 streams 64 KiB messages, 64 in
  * flight, for SECONDS, then an empty one, and runs COMMAND (sh -c) AT
  * seconds in; rank 1 prints the throughput of every 250 ms ("rate
@@ -627,6 +680,8 @@ int main(int argc, char **argv)
 	struct nz_comm *c;
 	int ret;
 
+	if (argc == 4 && !strcmp(argv[1], "leave"))
+		return leave(atoi(argv[2]), strtoul(argv[3], NULL, 0));
 	ret = nz_comm_init_env(&c);
 	if ((argc == 3 && !strcmp(argv[1], "gapmeter")) ||
 	    ((argc == 3 || argc == 5) && !strcmp(argv[1], "ratemeter")) ||

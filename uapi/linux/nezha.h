@@ -201,13 +201,15 @@ struct nz_comm_create {
 
 /*
  * NZ_IOC_COMM_WAIT: wait up to timeout_ms (interruptible) until every
- * (peer, rail slot) connection of comm_id is up.  Returns 0 when all are,
- * -ETIMEDOUT otherwise; up/expected report the counts either way.
+ * (peer, rail slot) connection of comm_id has been established -- it may
+ * have closed again since, when a quick peer already sent what it had and
+ * left.  Returns 0 when all were, -ETIMEDOUT otherwise; up/expected report
+ * the counts either way.
  */
 struct nz_comm_wait {
 	__u32	comm_id;	/* in */
 	__u32	timeout_ms;	/* in */
-	__u32	up;		/* out: connections established */
+	__u32	up;		/* out: connections established once */
 	__u32	expected;	/* out: (size - 1) * nrails */
 	__u64	rsvd;
 };
