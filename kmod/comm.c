@@ -14,6 +14,8 @@
 /* Largest message: the wire carries 64-bit lengths; keep it sane. */
 #define NZ_MAX_MSG		(1ULL << 40)
 #define NZ_MAX_TIMEOUT_MS	(3600U * 1000)
+/* How long leaving waits for the acknowledgements it owes to go out. */
+#define NZ_FLUSH_MS		500
 #define NZ_HB_ECHO_EVERY	8	/* heartbeats per round-trip sample */
 
 static LIST_HEAD(nz_comms);		/* every communicator, for accepts */
@@ -502,6 +504,27 @@ static int nz_comm_publish(struct nz_comm *comm)
 	return 0;
 }
 
+/* Nothing queued to send on any connection that is up: see below. */
+static bool nz_comm_ctrl_flushed(struct nz_comm *comm)
+{
+	bool flushed = true;
+	u32 r, s;
+
+	for (r = 0; r < comm->size && flushed; r++) {
+		struct nz_peer *p = comm->peers[r];
+
+		if (!p)
+			continue;
+		spin_lock_bh(&p->lock);
+		for (s = 0; s < comm->nrails; s++)
+			if (p->conns[s].nctrl &&
+			    p->conns[s].state == NZ_CONN_UP)
+				flushed = false;
+		spin_unlock_bh(&p->lock);
+	}
+	return flushed;
+}
+
 static void nz_comm_destroy(struct nz_comm *comm)
 {
 	u32 r, s;
@@ -516,6 +539,18 @@ static void nz_comm_destroy(struct nz_comm *comm)
 	WRITE_ONCE(comm->dead, true);
 	wake_up_all(&comm->waitq);
 	nz_health_comm_stop(comm);
+	/*
+	 * The ACK of the last message we received may still be queued: a
+	 * transport's close sends its CLOSE after what it wrote but drops
+	 * what is queued, and the sender, told that we left, would fail the
+	 * send we received whole.  Let the queues drain first, bounded: a
+	 * peer that does not read any more must not hold us.
+	 */
+	for (r = 0; r < comm->size; r++)
+		if (comm->peers[r])
+			nz_peer_kick_all(comm->peers[r]);
+	wait_event_timeout(comm->waitq, nz_comm_ctrl_flushed(comm),
+			   msecs_to_jiffies(NZ_FLUSH_MS));
 	for (r = 0; r < comm->size; r++)
 		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
 			nz_conn_shutdown(&comm->peers[r]->conns[s]);

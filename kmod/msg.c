@@ -834,6 +834,7 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 	struct nz_peer *p = conn->peer;
 	struct nz_chunk *spare, *ch;
 	struct nz_ctrl *c = NULL;
+	bool flushed;
 	struct nz_msg *m;
 
 	spare = kmem_cache_zalloc(nz_chunk_cache, GFP_KERNEL);
@@ -842,10 +843,14 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 		c = list_first_entry(&conn->ctrl, struct nz_ctrl, node);
 		list_del(&c->node);
 		conn->nctrl--;
+		flushed = !conn->nctrl && READ_ONCE(p->comm->dead);
 		spin_unlock_bh(&p->lock);
 		it->f = c->f;
 		it->chunk = NULL;
 		kfree(c);
+		/* nz_comm_destroy() waits for the last one. */
+		if (flushed)
+			wake_up_all(&p->comm->waitq);
 		if (spare)
 			kmem_cache_free(nz_chunk_cache, spare);
 		return 0;
