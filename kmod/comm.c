@@ -881,10 +881,15 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	nz_conn_kick(conn);
 }
 
-/* health.c: no connection to p for the grace period. */
+/*
+ * health.c, every scan: no connection to p for the grace period.  Quiet
+ * when nothing was pending (a peer that left in order, an idle job).
+ */
 void nz_peer_no_rail(struct nz_peer *p)
 {
-	pr_warn_ratelimited("no rail left to rank %u: failing its transfers\n",
-			    p->rank);
-	nz_peer_fail_pending(p, -ENETDOWN);
+	u32 n = nz_peer_fail_pending(p, -ENETDOWN);
+
+	if (n)
+		pr_warn_ratelimited("no rail left to rank %u: %u transfers failed\n",
+				    p->rank, n);
 }

@@ -337,7 +337,7 @@ void nz_netlink_event(const struct nz_event *ev);
 void nz_peer_fail_all(struct nz_peer *p, s32 err);
 void nz_peer_scan(struct nz_peer *p);
 u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all);
-void nz_peer_fail_pending(struct nz_peer *p, s32 err);
+u32 nz_peer_fail_pending(struct nz_peer *p, s32 err);
 void nz_conn_drop_chunks(struct nz_conn *conn);
 void nz_conn_free_ctrl(struct nz_conn *conn);
 void nz_peer_free_tags(struct nz_peer *p);

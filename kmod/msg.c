@@ -1015,20 +1015,24 @@ void nz_peer_scan(struct nz_peer *p)
  * the grace period); data held for it and chunks it may still need stay,
  * so a connection that comes back later finds a consistent state.
  */
-void nz_peer_fail_pending(struct nz_peer *p, s32 err)
+u32 nz_peer_fail_pending(struct nz_peer *p, s32 err)
 {
 	struct nz_msg *m, *tmp;
 	struct list_head *lists[] = { &p->tx_msgs, &p->posted, &p->rx_msgs };
 	LIST_HEAD(done);
+	u32 n = 0;
 	int i;
 
 	spin_lock_bh(&p->lock);
 	for (i = 0; i < ARRAY_SIZE(lists); i++)
 		list_for_each_entry_safe(m, tmp, lists[i], node)
-			if (m->xreq && nz_msg_set_done(m, err))
+			if (m->xreq && nz_msg_set_done(m, err)) {
 				list_add_tail(&m->node, &done);
+				n++;
+			}
 	spin_unlock_bh(&p->lock);
 	nz_complete_list(&done);
+	return n;
 }
 
 /* Fail everything: the communicator goes away (connections are closed). */
