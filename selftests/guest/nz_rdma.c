@@ -113,11 +113,12 @@ static bool rail_str(const char *rail, const char *file, const char *want)
 	return same;
 }
 
-/* State of our connection to the peer on rail: "up", "idle", ... */
-static bool peer_state(const char *rail, const char *want)
+/* FILE of our connection to the peer on rail, into line; false if none. */
+static bool peer_file(const char *rail, const char *file, char *line,
+		      size_t size)
 {
-	char pat[256], path[300], line[64];
-	bool same = false;
+	char pat[256], path[300];
+	bool found = false;
 	glob_t g;
 	FILE *f;
 
@@ -127,17 +128,46 @@ static bool peer_state(const char *rail, const char *want)
 		globfree(&g);
 		return false;
 	}
-	snprintf(path, sizeof(path), "%s/state", g.gl_pathv[0]);
+	snprintf(path, sizeof(path), "%s/%s", g.gl_pathv[0], file);
 	globfree(&g);
 	f = fopen(path, "r");
 	if (!f)
 		return false;
-	if (fgets(line, sizeof(line), f)) {
+	if (fgets(line, size, f)) {
 		line[strcspn(line, "\n")] = 0;
-		same = !strcmp(line, want);
+		found = true;
 	}
 	fclose(f);
-	return same;
+	return found;
+}
+
+/* State of our connection to the peer on rail: "up", "idle", ... */
+static bool peer_state(const char *rail, const char *want)
+{
+	char line[64];
+
+	return peer_file(rail, "state", line, sizeof(line)) &&
+	       !strcmp(line, want);
+}
+
+/* The scheduler's view of our connection on rail, as a TAP comment. */
+static void peer_est_diag(const char *rail)
+{
+	static const char *const files[] = {
+		"state", "sched_state", "est_bw", "start_us", "min_rtt_us",
+		"window_bytes", "inflight_bytes",
+	};
+	char out[256] = "", v[64];
+	size_t i, n = 0;
+
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if (!peer_file(rail, files[i], v, sizeof(v)))
+			snprintf(v, sizeof(v), "?");
+		n += snprintf(out + n, sizeof(out) - n, " %s %s", files[i], v);
+		if (n >= sizeof(out))
+			break;
+	}
+	tap_diag("rail %s:%s", rail, out);
 }
 
 /* Rank 0 sends len bytes to rank 1, which checks them; true if intact. */
@@ -269,8 +299,10 @@ static void test_split(struct nz_comm *c)
 	long long before[8], delta[8], sum = 0;
 	bool ok;
 
-	for (s = 0; s < n && s < 8; s++)
+	for (s = 0; s < n && s < 8; s++) {
 		before[s] = rail_val(nz_comm_rail_name(c, s), what);
+		peer_est_diag(nz_comm_rail_name(c, s));
+	}
 	sync_ranks(c, 901);
 	ok = one_transfer(c, 16u << 20, 902, 902, &err);
 	for (s = 0; s < n && s < 8; s++) {
