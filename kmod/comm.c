@@ -810,7 +810,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 {
 	unsigned int marks = READ_ONCE(conn->rx_marks);
 	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
-	unsigned long now = jiffies, last;
+	unsigned long now = jiffies, last, period;
 	bool blocked = READ_ONCE(conn->rx_blocked);
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
@@ -859,6 +859,16 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	/* Up and quiet for a while: forget past backoff. */
 	if (conn->backoff_ms && time_after(jiffies, conn->up_since + 10 * HZ))
 		conn->backoff_ms = 0;
+	nz_sched_tick(conn);
+	/*
+	 * Frames went both ways within the period: each end has just seen
+	 * the other, a heartbeat would tell neither anything.  It would only
+	 * cost both CPUs a frame in the middle of the traffic.
+	 */
+	period = msecs_to_jiffies(ms);
+	if (time_before(now, READ_ONCE(conn->tx_last) + period) &&
+	    time_before(now, last + period))
+		return;
 	c = kzalloc(sizeof(*c), GFP_KERNEL);
 	if (!c)
 		return;
@@ -877,7 +887,6 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	}
 	spin_unlock_bh(&p->lock);
 	kfree(c);
-	nz_sched_tick(conn);
 	nz_conn_kick(conn);
 }
 

@@ -175,6 +175,7 @@ struct nz_conn {
 	struct kobject *kobj;		/* sysfs; under io_lock */
 	unsigned int rx_marks;		/* bumped by the transport on arrival */
 	unsigned long rx_last;		/* jiffies of that arrival */
+	unsigned long tx_last;		/* jiffies a frame was last sent */
 	unsigned int hb_marks;		/* rx_marks at the last heartbeat */
 	unsigned int silent;		/* heartbeat periods without arrival */
 	unsigned int hb_sent;		/* heartbeats queued, under peer->lock */

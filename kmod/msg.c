@@ -844,6 +844,7 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 		list_del(&c->node);
 		conn->nctrl--;
 		flushed = !conn->nctrl && READ_ONCE(p->comm->dead);
+		WRITE_ONCE(conn->tx_last, jiffies);
 		spin_unlock_bh(&p->lock);
 		it->f = c->f;
 		it->chunk = NULL;
@@ -865,6 +866,7 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 	}
 	m = ch->msg;
 	ch->busy = true;
+	WRITE_ONCE(conn->tx_last, jiffies);
 	nz_frame_init(&it->f, NZ_FRAME_DATA);
 	it->f.len = ch->len;
 	it->f.data.msg_id = m->msg_id;
