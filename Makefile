@@ -104,7 +104,7 @@ $(B)/unit/%: selftests/unit/%.c $(LIB_A) $(wildcard kmod/*.h kmod/*.c selftests/
 	@mkdir -p $(@D)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_DEPS_$*) $(LIB_A) $(LIB_LDLIBS)
 
-$(B)/guest/%: selftests/guest/%.c $(LIB_A) selftests/tap.h $(wildcard kmod/*.h kmod/*.c)
+$(B)/guest/%: selftests/guest/%.c $(LIB_A) selftests/tap.h selftests/guest/nz_sysfs.h $(wildcard kmod/*.h kmod/*.c)
 	@mkdir -p $(@D)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(GUEST_DEPS_$*) $(LIB_A) $(LIB_LDLIBS)
 

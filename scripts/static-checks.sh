@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # Static checks of the kernel code, as TAP: checkpatch, a W=1 build with no
 # warnings, sparse; and that Documentation/*.rst parses without a warning
-# (a malformed table renders as an error block).  Tools come from Debian's linux-source-6.1, sparse and
-# the kernel headers (scripts/setup.sh installs them).
+# (a malformed table renders as an error block).  Tools come from Debian's
+# linux-source-6.1, sparse, python3-docutils and the kernel headers
+# (scripts/setup.sh installs them).
 set -u
 cd "$(dirname "$0")/.."
 KVER=${KVER:-$(scripts/kver.sh 2>/dev/null)}

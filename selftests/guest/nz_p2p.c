@@ -12,10 +12,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <glob.h>
 #include <sys/wait.h>
 #include "nezha.h"
 #include "tap.h"
+#include "nz_sysfs.h"
 
 static int rank, peer;
 
@@ -325,35 +325,12 @@ static int stream(struct nz_comm *c, int seconds)
 	return ret ? 3 : 0;
 }
 
-/*
- * One value of /sys/class/nezha/rail-R/peer-JOB-RANK-PEER/FILE for rail
- * slot s, without its newline; 0, or -1 if there is not exactly one such
- * directory or the file cannot be read.
- */
+/* One value of our connection's sysfs directory on rail slot s. */
 static int peer_sysfs_read(struct nz_comm *c, int s, const char *file,
 			   char *line, size_t len)
 {
-	char pat[256], path[300];
-	int ret = -1;
-	glob_t g;
-	FILE *f;
-
-	snprintf(pat, sizeof(pat), "/sys/class/nezha/rail-%s/peer-*-%d-%d",
-		 nz_comm_rail_name(c, s), rank, peer);
-	if (glob(pat, 0, NULL, &g) || g.gl_pathc != 1) {
-		globfree(&g);
-		return -1;
-	}
-	snprintf(path, sizeof(path), "%s/%s", g.gl_pathv[0], file);
-	f = fopen(path, "r");
-	if (f && fgets(line, (int)len, f)) {
-		line[strcspn(line, "\n")] = '\0';
-		ret = 0;
-	}
-	if (f)
-		fclose(f);
-	globfree(&g);
-	return ret;
+	return nz_peer_sysfs_read(nz_comm_rail_name(c, s), rank, peer, file,
+				  line, len);
 }
 
 /* /sys/class/nezha/rail-R/peer-JOB-RANK-PEER/: state up, bytes moved. */

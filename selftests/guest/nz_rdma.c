@@ -20,7 +20,6 @@
  *                              of the RDMA rail to FILE.info.RANK first
  */
 #include <errno.h>
-#include <glob.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -31,6 +30,7 @@
 #include <unistd.h>
 #include "nezha.h"
 #include "tap.h"
+#include "nz_sysfs.h"
 
 static int rank, peer;
 
@@ -113,40 +113,13 @@ static bool rail_str(const char *rail, const char *file, const char *want)
 	return same;
 }
 
-/* FILE of our connection to the peer on rail, into line; false if none. */
-static bool peer_file(const char *rail, const char *file, char *line,
-		      size_t size)
-{
-	char pat[256], path[300];
-	bool found = false;
-	glob_t g;
-	FILE *f;
-
-	snprintf(pat, sizeof(pat), "/sys/class/nezha/rail-%s/peer-*-%d-%d",
-		 rail, rank, peer);
-	if (glob(pat, 0, NULL, &g) || g.gl_pathc != 1) {
-		globfree(&g);
-		return false;
-	}
-	snprintf(path, sizeof(path), "%s/%s", g.gl_pathv[0], file);
-	globfree(&g);
-	f = fopen(path, "r");
-	if (!f)
-		return false;
-	if (fgets(line, size, f)) {
-		line[strcspn(line, "\n")] = 0;
-		found = true;
-	}
-	fclose(f);
-	return found;
-}
-
 /* State of our connection to the peer on rail: "up", "idle", ... */
 static bool peer_state(const char *rail, const char *want)
 {
 	char line[64];
 
-	return peer_file(rail, "state", line, sizeof(line)) &&
+	return !nz_peer_sysfs_read(rail, rank, peer, "state", line,
+				   sizeof(line)) &&
 	       !strcmp(line, want);
 }
 
@@ -161,7 +134,7 @@ static void peer_est_diag(const char *rail)
 	size_t i, n = 0;
 
 	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		if (!peer_file(rail, files[i], v, sizeof(v)))
+		if (nz_peer_sysfs_read(rail, rank, peer, files[i], v, sizeof(v)))
 			snprintf(v, sizeof(v), "?");
 		n += snprintf(out + n, sizeof(out) - n, " %s %s", files[i], v);
 		if (n >= sizeof(out))

@@ -99,7 +99,7 @@ check "rail add t0 (TCP, rail0)" "$CTL" rail add t0 proto tcp dev rail0
 barrier rails-both 120 || { not_ok "barrier rails-both"; tap_done; exit 1; }
 MASTER_PORT=29501 run_tap tcp+rdma "$NZ_BIN/guest/nz_rdma" data
 # Short jobs over the RDMA rail: a receiver that leaves at once still
-# delivers the ACK it owes (the QP is drained before the CLOSE).
+# delivers the ACK it owes (queued frames go out before the CLOSE).
 NEZHA_RAILS=rd MASTER_PORT=29700 run_tap leave "$NZ_BIN/guest/nz_p2p" leave 50 1
 
 # 4. A hostile RDMA peer (guest 1) against guest 0's rail, while a job runs.
