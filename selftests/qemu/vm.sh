@@ -294,6 +294,18 @@ cmdline+=" slub_debug=FZPU quiet loglevel=4"
 # no ACPI IRQ routing (seconds per PCI device), no timer or TSC checks that
 # fail when the vCPU thread is starved.
 cmdline+=" mitigations=off acpi=noirq no_timer_check tsc=reliable"
+# A TCG guest's TSC is the host's.  Calibrated at boot on a starved vCPU it
+# can come out badly wrong (a guest clock running 6x fast was seen), and the
+# kernel then keeps it: the refinement against the HPET is dropped when it
+# differs by over 1 %.  Give the guest the host's rate when the host knows it
+# (a fixed-rate TSC and no APERF/MPERF, so "cpu MHz" is the TSC's rate);
+# guest-stage.sh checks the refinement and falls back to the HPET.
+tsc_khz=${NZ_GUEST_TSC_KHZ:-}
+if [ -z "$tsc_khz" ] && flags=$(grep -m1 '^flags' /proc/cpuinfo) &&
+	[[ " $flags " == *" constant_tsc "* && " $flags " != *" aperfmperf "* ]]; then
+	tsc_khz=$(awk -F: '/^cpu MHz/ { printf "%d", $2 * 1000 + 0.5; exit }' /proc/cpuinfo)
+fi
+[[ $tsc_khz =~ ^[1-9][0-9]{5,7}$ ]] && cmdline+=" tsc_early_khz=$tsc_khz"
 cmdline+=" nz.run=$outdir nz.stage=$HERE/guest-stage.sh nz.tmp=$guest_tmp"
 [ -n "$sys_moddir" ] || cmdline+=" nz.moddir=$moddir"
 
