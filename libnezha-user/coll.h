@@ -120,6 +120,13 @@ struct nzi_coll_xport {
 	 * transfers may complete meanwhile; the engine tests them next.
 	 */
 	int (*wait)(void *ctx, void *handle, int timeout_ms, int64_t *res);
+	/*
+	 * Block until some transfer of ctx may have completed (0; the engine
+	 * then tests them), timeout_ms (< 0: none) passes (-ETIME) or a
+	 * signal arrives (-EINTR).  Returns at once while a completion is
+	 * waiting to be tested.  Other negative errnos: the transport failed.
+	 */
+	int (*wait_any)(void *ctx, int timeout_ms);
 };
 
 /*
@@ -268,8 +275,6 @@ bool nzi_sched_user_done(const struct nzi_sched *s);
 /* Enter abort mode with err (first error wins), message for nz_last_error. */
 __attribute__((format(printf, 3, 4)))
 void nzi_sched_fail(struct nzi_sched *s, int err, const char *fmt, ...);
-/* Must the caller poll other transfers while it blocks on the critical one? */
-bool nzi_sched_needs_poll(const struct nzi_sched *s);
 /* The handle to block on, or NULL when nothing is in flight. */
 void *nzi_sched_critical(struct nzi_sched *s, uint32_t *op);
 /* Abort mode: forget the abort frames that could not be started. */

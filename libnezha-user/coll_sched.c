@@ -760,21 +760,6 @@ int nzi_sched_start(struct nzi_sched *s)
 	return 0;
 }
 
-/*
- * Whether a completion other than the critical one can unblock work that
- * the critical one's peer may be waiting for: a send waiting for room, or
- * the next receive waiting for a dependency while the window has room.
- * Otherwise every op that could start is started, and what the other
- * transfers would unblock comes later in the algorithm than the oldest
- * receive, so blocking on that one alone cannot deadlock.
- */
-bool nzi_sched_needs_poll(const struct nzi_sched *s)
-{
-	return s->sq_head != s->sq_tail ||
-	       (s->next_recv < s->nrecvs && s->flight_recv < s->max_recv &&
-		s->ops[s->recvs[s->next_recv]].state == NZI_OS_WAIT);
-}
-
 void *nzi_sched_critical(struct nzi_sched *s, uint32_t *op)
 {
 	uint32_t best = UINT32_MAX;

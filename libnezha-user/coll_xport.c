@@ -59,9 +59,15 @@ static int nzi_x_wait(void *ctx, void *handle, int timeout_ms, int64_t *res)
 	return 0;
 }
 
+static int nzi_x_wait_any(void *ctx, int timeout_ms)
+{
+	return nzi_comm_wait_any(ctx, timeout_ms);
+}
+
 const struct nzi_coll_xport nzi_coll_xport_p2p = {
 	.isend = nzi_x_isend,
 	.irecv = nzi_x_irecv,
 	.test = nzi_x_test,
 	.wait = nzi_x_wait,
+	.wait_any = nzi_x_wait_any,
 };

@@ -634,20 +634,13 @@ int nz_coll_progress(struct nz_comm *comm)
 }
 
 /*
- * Block until req finishes.  Each round advances every collective, then
- * waits for one transfer: req's oldest receive (what its next step needs)
- * or, if req has nothing in flight, another collective's.  The transport
- * waits for one given transfer, so when another one's completion could
- * matter (nzi_sched_needs_poll(), or another collective in flight) the
- * wait is cut in slices, from NZI_SLICE_MS up to NZI_SLICE_MAX_MS while
- * slices bring nothing, to notice it.
+ * Block until req finishes.  Each round advances every collective in
+ * flight, then waits for any completion of the communicator: a segment
+ * that arrives is reduced and passed on at once, whichever collective it
+ * belongs to and whatever else is still on the way.
  */
-#define NZI_SLICE_MS		2
-#define NZI_SLICE_MAX_MS	32
-
 int nz_coll_wait(struct nz_coll_request *req)
 {
-	int slice = NZI_SLICE_MS;
 	struct nzi_coll *c;
 	struct nz_comm *comm;
 
@@ -656,11 +649,10 @@ int nz_coll_wait(struct nz_coll_request *req)
 	c = req->owner;
 	comm = req->s.comm;
 	for (;;) {
-		struct nzi_sched *w = &req->s;
+		struct nzi_sched *w = &req->s, *fw = w->nflight ? w : NULL;
 		int tmo = -1, stall = comm->wait_timeout_ms, ret;
-		bool poll = nzi_sched_needs_poll(w);
-		uint32_t op = 0, done;
-		int64_t res = 0, now;
+		int64_t now, res = 0;
+		uint32_t op;
 		void *h;
 
 		nzi_progress_all(c);
@@ -672,34 +664,24 @@ int nz_coll_wait(struct nz_coll_request *req)
 				       stall);
 			continue;
 		}
-		h = nzi_sched_critical(w, &op);
-		for (struct nz_coll_request *r = c->head; r; r = r->next) {
-			if (r->detached || r == req || !r->s.nflight)
-				continue;	/* nobody waits for detached ones */
-			poll = true;
-			if (!h) {
-				w = &r->s;
-				h = nzi_sched_critical(w, &op);
-			}
-		}
-		if (!h) {	/* only sends refused for lack of room */
-			if (req->s.aborting && now - req->s.last_progress > 1000)
-				nzi_sched_drop_unsent(&req->s);
+		for (struct nz_coll_request *r = c->head; r && !fw; r = r->next)
+			if (!r->detached && r->s.nflight)
+				fw = &r->s;
+		if (!fw) {	/* only sends refused for lack of room */
+			if (w->aborting && now - w->last_progress > 1000)
+				nzi_sched_drop_unsent(w);
 			usleep(1000);
 			continue;
 		}
-		if (stall > 0 && !req->s.aborting)
-			tmo = (int)(req->s.last_progress + stall - now);
-		if (poll && (tmo < 0 || tmo > slice))
-			tmo = slice;
-		done = req->s.ndone;
-		ret = w->xp->wait(w->xctx, h, tmo, &res);
-		if (!ret)
-			nzi_sched_complete(w, op, res);
-		/* Back off while slices bring nothing; start over on progress. */
-		nzi_progress_all(c);
-		slice = !ret || req->s.ndone != done ? NZI_SLICE_MS :
-			slice * 2 > NZI_SLICE_MAX_MS ? NZI_SLICE_MAX_MS : slice * 2;
+		if (stall > 0 && !w->aborting)
+			tmo = (int)(w->last_progress + stall - now);
+		ret = fw->xp->wait_any(fw->xctx, tmo);
+		if (!ret || ret == -ETIME || ret == -EINTR)
+			continue;
+		/* The transport fails: let it say so for one transfer. */
+		h = nzi_sched_critical(fw, &op);
+		if (h && !fw->xp->wait(fw->xctx, h, tmo, &res))
+			nzi_sched_complete(fw, op, res);
 	}
 }
 

@@ -180,6 +180,11 @@ void nzi_coll_release(struct nz_comm *comm);
 
 /* Reap every completion already posted (p2p.c); returns how many. */
 int nzi_comm_reap(struct nz_comm *comm);
+/*
+ * Reap at least one completion, waiting at most timeout_ms (< 0: no
+ * limit) for it (p2p.c): 0, -ETIME, -EINTR or another negative errno.
+ */
+int nzi_comm_wait_any(struct nz_comm *comm, int timeout_ms);
 /* The registered buffer index holding buf[0..len), or -1 (p2p.c). */
 int nzi_fixed_index(const struct nz_comm *comm, const void *buf, size_t len);
 /* Release every request (comm destruction, p2p.c). */

@@ -258,6 +258,13 @@ static int nzi_wait_one(struct nz_comm *c, int64_t deadline)
 	return 0;
 }
 
+int nzi_comm_wait_any(struct nz_comm *c, int timeout_ms)
+{
+	if (nzi_comm_reap(c))
+		return 0;
+	return nzi_wait_one(c, timeout_ms < 0 ? -1 : nzi_now_ms() + timeout_ms);
+}
+
 static int64_t nzi_deadline(const struct nz_comm *c)
 {
 	return c->wait_timeout_ms > 0 ? nzi_now_ms() + c->wait_timeout_ms : -1;

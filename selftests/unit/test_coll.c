@@ -292,8 +292,42 @@ static int tw_wait(void *ctx, void *handle, int timeout_ms, int64_t *res)
 	return ret;
 }
 
+/* Until one of the rank's transfers can be reported, or timeout_ms. */
+static int tw_wait_any(void *ctx, int timeout_ms)
+{
+	struct tw_ctx *c = ctx;
+	struct tw_world *w = c->w;
+	int64_t end = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+	int ret = -ETIME;
+
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		int64_t now = now_ms(), wake = end;
+		struct timespec ts;
+		int ready = 0;
+
+		for (struct tw_hdl *h = w->all[c->rank]; h; h = h->anext) {
+			ready |= now >= h->deadline || (h->done && h->recv);
+			if (h->deadline < wake)
+				wake = h->deadline;
+		}
+		if (ready) {
+			ret = 0;
+			break;
+		}
+		if (now >= end)
+			break;
+		ts.tv_sec = wake / 1000;
+		ts.tv_nsec = (wake % 1000) * 1000000;
+		pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return ret;
+}
+
 static const struct nzi_coll_xport tw_xport = {
 	.isend = tw_isend, .irecv = tw_irecv, .test = tw_test, .wait = tw_wait,
+	.wait_any = tw_wait_any,
 };
 
 static void tw_init(struct tw_world *w, int n, int timeout_ms)
