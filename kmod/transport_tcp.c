@@ -45,7 +45,22 @@
 static unsigned int tcp_notsent_kb;
 module_param(tcp_notsent_kb, uint, 0644);
 MODULE_PARM_DESC(tcp_notsent_kb,
-		 "KiB of unsent data a TCP rail's socket may hold (0: no limit; new connections)");
+		 "KiB of unsent data a TCP rail's socket may hold (0: no limit)");
+
+/*
+ * The same limit, only while DATA also arrives on the connection (within
+ * NZ_TCP_BIDIR_MS): then the ACKs it owes the peer wait behind whatever
+ * its socket holds, and a peer whose ACKs come late sees a slow rail and
+ * moves its data to another.  In an allreduce over two rails each
+ * direction ended up on one rail -- where the other direction carried
+ * only ACKs -- at one rail's rate.  A sender whose peer only acknowledges
+ * is not limited (no wake-up cost on a one-way stream).  0: no limit.
+ */
+static unsigned int tcp_bidir_notsent_kb = 64;
+module_param(tcp_bidir_notsent_kb, uint, 0644);
+MODULE_PARM_DESC(tcp_bidir_notsent_kb,
+		 "KiB of unsent data a TCP rail's socket may hold while data also arrives on it (0: no limit)");
+#define NZ_TCP_BIDIR_MS		100
 
 /*
  * Congestion control of the rails' connections; empty: the namespace's
@@ -110,10 +125,12 @@ struct nz_tcp_conn {
 	struct nz_frame rx_frame;
 	struct nz_rx_dest rx_dest;
 	u8 *scratch;			/* where drained payload goes */
+	unsigned long rx_data_at;	/* jiffies a DATA frame last began */
 
 	/* Transmit progress; touched by tx_work only. */
 	struct nz_tx_item tx;
 	bool tx_busy;
+	u32 tx_lowat;			/* notsent_lowat set on the socket */
 	u8 tx_hdr[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN];
 	u32 tx_hdr_len;
 	u32 tx_hdr_sent;
@@ -315,6 +332,7 @@ static int nz_tcp_rx_header(struct nz_tcp_conn *tc)
 		tc->rx_decoded = false;
 		return nz_conn_rx_ctrl(conn, f);
 	}
+	WRITE_ONCE(tc->rx_data_at, jiffies);
 	ret = nz_conn_rx_data(conn, f, &tc->rx_dest);
 	if (ret == -EAGAIN) {
 		tc->rx_stalled = true;	/* a kick brings us back */
@@ -436,6 +454,23 @@ static int nz_tcp_tx_frame(struct nz_tcp_conn *tc)
 	return 0;
 }
 
+/* The socket's unsent limit now: tcp_notsent_kb, tcp_bidir_notsent_kb. */
+static void nz_tcp_set_lowat(struct nz_tcp_conn *tc)
+{
+	u32 kb = min(READ_ONCE(tcp_notsent_kb), 1U << 20);
+	u32 bidir = min(READ_ONCE(tcp_bidir_notsent_kb), 1U << 20);
+	unsigned long at = READ_ONCE(tc->rx_data_at);
+
+	if (bidir && at &&
+	    time_before(jiffies, at + msecs_to_jiffies(NZ_TCP_BIDIR_MS)))
+		kb = kb ? min(kb, bidir) : bidir;
+	if (kb << 10 == tc->tx_lowat)
+		return;
+	tc->tx_lowat = kb << 10;
+	/* Read locklessly by TCP (tcp_notsent_lowat()). */
+	WRITE_ONCE(tcp_sk(tc->sock->sk)->notsent_lowat, tc->tx_lowat);
+}
+
 static void nz_tcp_tx_work(struct work_struct *work)
 {
 	struct nz_tcp_conn *tc = container_of(work, struct nz_tcp_conn,
@@ -458,6 +493,7 @@ static void nz_tcp_tx_work(struct work_struct *work)
 			tc->tx_hdr_sent = 0;
 			tc->tx_left = tc->tx.chunk ? tc->tx.chunk->len : 0;
 			tc->tx_busy = true;
+			nz_tcp_set_lowat(tc);
 		}
 		ret = nz_tcp_tx_frame(tc);
 		if (ret == -EAGAIN)
@@ -511,8 +547,8 @@ static int nz_tcp_attach(struct nz_conn *conn, struct socket *sock)
 	nz_tcp_set_cc(sk, conn->rail);
 	lock_sock(sk);
 	/* What is queued behind a failed rail's chunks: see tcp_notsent_kb. */
-	WRITE_ONCE(tcp_sk(sk)->notsent_lowat,
-		   min(READ_ONCE(tcp_notsent_kb), 1U << 20) << 10);
+	tc->tx_lowat = min(READ_ONCE(tcp_notsent_kb), 1U << 20) << 10;
+	WRITE_ONCE(tcp_sk(sk)->notsent_lowat, tc->tx_lowat);
 	sk->sk_rcvtimeo = MAX_SCHEDULE_TIMEOUT;
 	sk->sk_sndtimeo = MAX_SCHEDULE_TIMEOUT;
 	release_sock(sk);
@@ -563,6 +599,20 @@ static void nz_tcp_conn_close(struct nz_conn *conn)
 	kernel_sock_shutdown(tc->sock, SHUT_RDWR);
 	sock_release(tc->sock);
 	nz_tcp_conn_free(tc);
+}
+
+/*
+ * TCP stamps every segment that carries an acceptable ACK -- in an
+ * established connection, every segment that arrives, in order or not
+ * (tcp_ack()) -- with the low 32 bits of jiffies.
+ */
+static unsigned long nz_tcp_conn_rx_seen(struct nz_conn *conn)
+{
+	struct nz_tcp_conn *tc = conn->tp;
+	unsigned long now = jiffies;
+	s32 ago = (u32)now - READ_ONCE(tcp_sk(tc->sock->sk)->rcv_tstamp);
+
+	return ago > 0 ? now - ago : now;
 }
 
 static void nz_tcp_conn_kick(struct nz_conn *conn)
@@ -902,6 +952,7 @@ const struct nz_transport nz_tcp_transport = {
 	.rail_stop = nz_tcp_rail_stop,
 	.conn_connect = nz_tcp_conn_connect,
 	.conn_kick = nz_tcp_conn_kick,
+	.conn_rx_seen = nz_tcp_conn_rx_seen,
 	.conn_close = nz_tcp_conn_close,
 	.conn_release_msg = nz_tcp_conn_release_msg,
 };
