@@ -805,12 +805,26 @@ static bool nz_conn_other_alive(const struct nz_conn *conn)
 	return false;
 }
 
+/* The transport's last arrival of any packet (jiffies), or 0. */
+static unsigned long nz_conn_rx_seen(struct nz_conn *conn)
+{
+	unsigned long seen = 0;
+
+	if (!conn->rail->ops->conn_rx_seen)
+		return 0;
+	spin_lock_bh(&conn->kick_lock);
+	if (conn->tp && !conn->tp_dead)
+		seen = conn->rail->ops->conn_rx_seen(conn);
+	spin_unlock_bh(&conn->kick_lock);
+	return seen;
+}
+
 /* health.c, every heartbeat period, for each connection. */
 void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 {
 	unsigned int marks = READ_ONCE(conn->rx_marks);
 	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
-	unsigned long now = jiffies, last, period;
+	unsigned long now = jiffies, last, period, seen;
 	bool blocked = READ_ONCE(conn->rx_blocked);
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
@@ -820,12 +834,22 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		return;
 	smp_rmb();	/* rx_last as new as the marks: nz_conn_rx_mark() */
 	last = READ_ONCE(conn->rx_last);
+	seen = nz_conn_rx_seen(conn);
 	/*
 	 * Bytes arrived, or we stopped reading on purpose: not silent.
 	 * Silence counts from the arrival itself, not from this run, which
-	 * may come a period later.
+	 * may come a period later.  Packets that reached the transport but
+	 * no frame yet (TCP holds the data behind a lost segment until its
+	 * retransmission, a round trip or more on a loaded rail) count too:
+	 * in bidirectional bulk traffic that wait made healthy paths suspect
+	 * every few seconds.
 	 */
-	if (marks != conn->hb_marks || blocked) {
+	if (seen && time_after(seen, conn->quiet_since) &&
+	    time_after(seen, last))
+		last = seen;
+	else
+		seen = 0;
+	if (marks != conn->hb_marks || blocked || seen) {
 		conn->hb_marks = marks;
 		if (blocked || time_after(last, now))
 			last = now;

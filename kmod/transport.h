@@ -86,6 +86,14 @@ struct nz_transport {
 	 * across calls do not need it.
 	 */
 	void (*conn_release_msg)(struct nz_conn *conn);
+
+	/*
+	 * Optional, under conn->kick_lock like conn_kick(): jiffies of the
+	 * last packet of any kind that arrived on the connection -- a TCP
+	 * segment out of order or a duplicate ACK included -- or 0.  Frames
+	 * held behind a lost segment do not make a path silent (health.c).
+	 */
+	unsigned long (*conn_rx_seen)(struct nz_conn *conn);
 };
 
 extern const struct nz_transport nz_tcp_transport;
