@@ -832,6 +832,20 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 
 	if (READ_ONCE(conn->state) != NZ_CONN_UP)
 		return;
+	/*
+	 * The carrier is read here, every period: the netdev notifier hears
+	 * of its loss only from linkwatch, under RTNL, which in a busy guest
+	 * came as late as silence (25 ms and more).
+	 */
+	if (nz_rail_state(conn->rail) == NZ_RAIL_NO_LINK) {
+		spin_lock_bh(&conn->kick_lock);
+		if (!conn->tp_dead)
+			tp = conn->tp;
+		spin_unlock_bh(&conn->kick_lock);
+		if (tp)
+			nz_conn_fail(conn, tp, -ENETDOWN);
+		return;
+	}
 	smp_rmb();	/* rx_last as new as the marks: nz_conn_rx_mark() */
 	last = READ_ONCE(conn->rx_last);
 	seen = nz_conn_rx_seen(conn);
