@@ -16,7 +16,7 @@
  * them:
  *
  *  - the window is the bandwidth times a short target time (twice the
- *    unloaded round trip, or the start-up latency, if longer), plus two
+ *    unloaded round trip, or the start-up latency, if longer), plus one
  *    chunks: enough to keep the rail busy, little to wait behind when a
  *    rail fails;
  *  - near the end of the data a connection leaves the rest to the others
@@ -191,8 +191,8 @@ u64 nz_sched_window(const struct nz_conn *conn)
 		w = mul_u64_u64_div_u64(conn->est.bw,
 					nz_sched_target_ns(conn),
 					NSEC_PER_SEC);
-		/* Two chunks more: one being written, one being acknowledged. */
-		w = min(w, NZ_EST_MAX_WINDOW) + 2ULL * unit;
+		/* One chunk more: the one being written (Documentation/sched.rst). */
+		w = min(w, NZ_EST_MAX_WINDOW) + 1ULL * unit;
 		break;
 	}
 	w = div_u64(w * weight, NZ_DEFAULT_WEIGHT);
