@@ -17,7 +17,7 @@
  *
  *  - the window is the bandwidth times a short target time (twice the
  *    unloaded round trip, or the start-up latency, if longer), plus one
- *    chunks: enough to keep the rail busy, little to wait behind when a
+ *    chunk: enough to keep the rail busy, little to wait behind when a
  *    rail fails;
  *  - near the end of the data a connection leaves the rest to the others
  *    when they would finish all of it before it finishes one more chunk:
