@@ -819,6 +819,19 @@ static unsigned long nz_conn_rx_seen(struct nz_conn *conn)
 	return seen;
 }
 
+/* Fail the connection's live transport state, if it has one, with err. */
+static void nz_conn_fail_live(struct nz_conn *conn, int err)
+{
+	void *tp = NULL;
+
+	spin_lock_bh(&conn->kick_lock);
+	if (!conn->tp_dead)
+		tp = conn->tp;
+	spin_unlock_bh(&conn->kick_lock);
+	if (tp)
+		nz_conn_fail(conn, tp, err);
+}
+
 /* health.c, every heartbeat period, for each connection. */
 void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 {
@@ -828,7 +841,6 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	bool blocked = READ_ONCE(conn->rx_blocked);
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
-	void *tp = NULL;
 
 	if (READ_ONCE(conn->state) != NZ_CONN_UP)
 		return;
@@ -838,12 +850,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	 * came as late as silence (25 ms and more).
 	 */
 	if (nz_rail_state(conn->rail) == NZ_RAIL_NO_LINK) {
-		spin_lock_bh(&conn->kick_lock);
-		if (!conn->tp_dead)
-			tp = conn->tp;
-		spin_unlock_bh(&conn->kick_lock);
-		if (tp)
-			nz_conn_fail(conn, tp, -ENETDOWN);
+		nz_conn_fail_live(conn, -ENETDOWN);
 		return;
 	}
 	smp_rmb();	/* rx_last as new as the marks: nz_conn_rx_mark() */
@@ -886,12 +893,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		nz_conn_suspect(conn);
 	}
 	if (nz_health_dead(conn->silent)) {
-		spin_lock_bh(&conn->kick_lock);
-		if (!conn->tp_dead)
-			tp = conn->tp;
-		spin_unlock_bh(&conn->kick_lock);
-		if (tp)
-			nz_conn_fail(conn, tp, -ETIMEDOUT);
+		nz_conn_fail_live(conn, -ETIMEDOUT);
 		return;
 	}
 	/* Up and quiet for a while: forget past backoff. */

@@ -547,8 +547,7 @@ static int nz_tcp_attach(struct nz_conn *conn, struct socket *sock)
 	nz_tcp_set_cc(sk, conn->rail);
 	lock_sock(sk);
 	/* What is queued behind a failed rail's chunks: see tcp_notsent_kb. */
-	tc->tx_lowat = min(READ_ONCE(tcp_notsent_kb), 1U << 20) << 10;
-	WRITE_ONCE(tcp_sk(sk)->notsent_lowat, tc->tx_lowat);
+	nz_tcp_set_lowat(tc);
 	sk->sk_rcvtimeo = MAX_SCHEDULE_TIMEOUT;
 	sk->sk_sndtimeo = MAX_SCHEDULE_TIMEOUT;
 	release_sock(sk);
