@@ -264,6 +264,15 @@ static int tw_test(void *ctx, void *handle, int64_t *res)
 	return done ? 0 : -EAGAIN;
 }
 
+/* Locked: wait for a change of the world, until wake (ms, CLOCK_MONOTONIC). */
+static void tw_sleep_until(struct tw_world *w, int64_t wake)
+{
+	struct timespec ts = { .tv_sec = wake / 1000,
+			       .tv_nsec = (wake % 1000) * 1000000 };
+
+	pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+}
+
 static int tw_wait(void *ctx, void *handle, int timeout_ms, int64_t *res)
 {
 	struct tw_world *w = ((struct tw_ctx *)ctx)->w;
@@ -273,20 +282,16 @@ static int tw_wait(void *ctx, void *handle, int timeout_ms, int64_t *res)
 
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
+		/* A receive times out, a send's ack is due, at its deadline. */
 		int64_t wake = h->deadline < end ? h->deadline : end;
-		struct timespec ts;
 
 		if (tw_report(w, h, res, 1)) {
 			ret = 0;
 			break;
 		}
-		if (h->done && !h->recv)	/* its ack is due at the deadline */
-			wake = h->deadline < end ? h->deadline : end;
 		if (now_ms() >= end)
 			break;
-		ts.tv_sec = wake / 1000;
-		ts.tv_nsec = (wake % 1000) * 1000000;
-		pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+		tw_sleep_until(w, wake);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return ret;
@@ -303,7 +308,6 @@ static int tw_wait_any(void *ctx, int timeout_ms)
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		int64_t now = now_ms(), wake = end;
-		struct timespec ts;
 		int ready = 0;
 
 		for (struct tw_hdl *h = w->all[c->rank]; h; h = h->anext) {
@@ -317,9 +321,7 @@ static int tw_wait_any(void *ctx, int timeout_ms)
 		}
 		if (now >= end)
 			break;
-		ts.tv_sec = wake / 1000;
-		ts.tv_nsec = (wake % 1000) * 1000000;
-		pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+		tw_sleep_until(w, wake);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return ret;
