@@ -47,8 +47,14 @@ drill() {
 		not_ok "$name: failover counted on r1" "$f0 -> $f1"
 	b0=$(cat "$NZ_OUT/b0" 2>/dev/null || echo 0)
 	b1=$(cat "$NZ_OUT/b1" 2>/dev/null || echo 0)
-	[ "$b1" -gt "$b0" ] && ok "$name: r1 re-admitted, carrying traffic again" ||
+	if [ "$b1" -gt "$b0" ]; then
+		ok "$name: r1 re-admitted, carrying traffic again"
+	else
 		not_ok "$name: r1 re-admitted, carrying traffic again" "bytes $b0 -> $b1"
+		dmesg | grep -E "nezha|rail" | tail -n 15 | sed 's/^/#   dmesg: /'
+		tail -n 15 "$NZ_OUT/monitor.log" | sed 's/^/#   monitor: /'
+		"$CTL" rail show | sed 's/^/#   /'
+	fi
 }
 
 [ "$NZ_NODE" = 0 ] && DIR=tx || DIR=rx
