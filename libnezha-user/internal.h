@@ -167,6 +167,8 @@ struct nz_comm {
 	struct nz_request *free_reqs;
 	unsigned int inflight;
 	unsigned long stray;	/* completions that matched no request */
+	unsigned long reaped;	/* completions taken off the ring */
+	unsigned long reaped_seen; /* reaped, when wait_any last returned */
 
 	struct iovec bufs[NZ_COMM_MAX_BUFFERS];	/* iov_base NULL: hole */
 	unsigned int nbufs;	/* highest used index + 1 */

@@ -75,6 +75,7 @@ static void nzi_complete(struct nz_comm *c, const struct nz_cqe *cqe)
 	uint32_t gen = (uint32_t)(cqe->user_data >> 32);
 	struct nz_request *r = idx < c->nreqs ? c->reqs[idx] : NULL;
 
+	c->reaped++;
 	if (!r || r->gen != gen || r->state != NZI_REQ_INFLIGHT) {
 		c->stray++;
 		return;
@@ -258,11 +259,20 @@ static int nzi_wait_one(struct nz_comm *c, int64_t deadline)
 	return 0;
 }
 
+/*
+ * Return once something completed since the last return: a caller that
+ * tests its requests one by one may have reaped, while testing a later
+ * one, the completion of one it had already found pending, and must look
+ * again rather than sleep for a completion that already came.
+ */
 int nzi_comm_wait_any(struct nz_comm *c, int timeout_ms)
 {
-	if (nzi_comm_reap(c))
-		return 0;
-	return nzi_wait_one(c, timeout_ms < 0 ? -1 : nzi_now_ms() + timeout_ms);
+	int ret = 0;
+
+	if (c->reaped == c->reaped_seen && !nzi_comm_reap(c))
+		ret = nzi_wait_one(c, timeout_ms < 0 ? -1 : nzi_now_ms() + timeout_ms);
+	c->reaped_seen = c->reaped;
+	return ret;
 }
 
 static int64_t nzi_deadline(const struct nz_comm *c)
@@ -334,6 +344,7 @@ int nz_waitall(struct nz_request **reqs, unsigned int n,
 	}
 	for (;;) {
 		struct nz_request *pending = NULL;
+		bool reaped = false;
 		int ret;
 
 		for (unsigned int i = 0; i < n; i++) {
@@ -341,8 +352,8 @@ int nz_waitall(struct nz_request **reqs, unsigned int n,
 
 			if (!r)
 				continue;
-			if (r->state == NZI_REQ_INFLIGHT)
-				nzi_comm_reap(r->comm);
+			if (r->state == NZI_REQ_INFLIGHT && nzi_comm_reap(r->comm))
+				reaped = true;
 			if (r->state == NZI_REQ_INFLIGHT) {
 				pending = r;
 				continue;
@@ -354,6 +365,13 @@ int nz_waitall(struct nz_request **reqs, unsigned int n,
 		}
 		if (!pending)
 			return first;
+		/*
+		 * A reap for a later entry may have completed an earlier one
+		 * already found pending: look again before sleeping, or the
+		 * sleep waits for a completion that already came.
+		 */
+		if (reaped && (deadline < 0 || nzi_now_ms() < deadline))
+			continue;
 		ret = nzi_wait_one(pending->comm, deadline);
 		if (ret)
 			return nzi_wait_error(pending->comm, ret);

@@ -1,4 +1,6 @@
-# Sources each host unit test links besides libnezha: the module's pure-C
+# What each host unit test links besides libnezha: the module's pure-C
 # files are compiled here exactly as they are into nezha.ko.
 UNIT_DEPS_test_wire  := kmod/wire.c
 UNIT_DEPS_test_reasm := kmod/reasm.c
+# test_p2p hides completions from a reap to replay a late arrival.
+UNIT_DEPS_test_p2p   := -Wl,--wrap=nz_queue_peek_batch
