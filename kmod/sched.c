@@ -329,27 +329,38 @@ static bool nz_sched_share_done(const struct nz_peer *p,
 static bool nz_sched_tail_defer(const struct nz_peer *p,
 				const struct nz_conn *conn, u64 len)
 {
-	u64 obw = 0, oinfl = 0, need, rest = 0;
+	u64 obw = 0, oinfl = 0, need, rest = 0, sum = 0, guess, bw;
+	u32 i, n = 0;
 	const struct nz_msg *m;
-	u32 i;
 
-	if (!conn->est.bw)
-		return false;
+	/*
+	 * A connection not measured yet (nothing but short exchanges so far:
+	 * a sample needs a longer busy period) counts as the mean of the
+	 * measured ones, or all as equal: otherwise the first connection to
+	 * pull would take every chunk of a short message.
+	 */
+	for (i = 0; i < p->comm->nrails; i++) {
+		const struct nz_conn *c = &p->conns[i];
+
+		if (c->est.bw && (c == conn || nz_sched_conn_usable(c))) {
+			sum += c->est.bw;
+			n++;
+		}
+	}
+	guess = n ? div_u64(sum, n) : 1;
 	for (i = 0; i < p->comm->nrails; i++) {
 		const struct nz_conn *c = &p->conns[i];
 
 		if (c == conn || !nz_sched_conn_usable(c))
 			continue;
-		if (!c->est.bw)
-			return false;
-		obw += c->est.bw;
+		obw += c->est.bw ? c->est.bw : guess;
 		oinfl += c->inflight_bytes;
 	}
 	if (!obw)
 		return false;
+	bw = conn->est.bw ? conn->est.bw : guess;
 	/* What the others deliver in the time conn needs for its share. */
-	need = mul_u64_u64_div_u64(conn->inflight_bytes + len, obw,
-				   conn->est.bw);
+	need = mul_u64_u64_div_u64(conn->inflight_bytes + len, obw, bw);
 	if (need <= oinfl)
 		return false;
 	need -= oinfl;

@@ -489,22 +489,52 @@ static int gapmeter(struct nz_comm *c, const char *stop)
  * receives and checks each; then rank 0 prints, for every rail, the
  * scheduler's view of the connection from sysfs:
  *   est RAIL state=S est_bw=B srtt_us=R min_rtt_us=M start_us=A chunks_tx=N
+ * "pieces SIZE COUNT": the same, but all COUNT messages (at most 64) in
+ * flight at once, as a collective sends the pieces of one exchange.
  * Exit status 0 iff every message arrived intact.
  */
-static int burst(struct nz_comm *c, size_t len, int count)
+static int burst_at_once(struct nz_comm *c, uint8_t *buf, size_t len,
+			 int count, int *bad)
+{
+	struct nz_request *r[64];
+	struct nz_status st[64];
+	int i, ret = 0;
+
+	for (i = 0; i < count && !ret; i++) {
+		if (rank == 0) {
+			fill(buf + i * len, len, i + 1);
+			ret = nz_isend(c, buf + i * len, len, peer, 5, &r[i]);
+		} else {
+			ret = nz_irecv(c, buf + i * len, len, peer, 5, &r[i]);
+		}
+	}
+	if (ret)
+		return ret;
+	ret = nz_waitall(r, count, st);
+	for (i = 0; rank == 1 && !ret && i < count; i++)
+		*bad += st[i].bytes != len || check(buf + i * len, len, i + 1) >= 0;
+	return ret;
+}
+
+static int burst(struct nz_comm *c, size_t len, int count, bool at_once)
 {
 	static const char *const files[] = {
 		"sched_state", "est_bw", "srtt_us", "min_rtt_us", "start_us",
 		"window_bytes", "chunks_tx",
 	};
-	uint8_t *buf = malloc(len ? len : 1);
+	uint8_t *buf;
 	int i, s, ret = 0, bad = 0;
 	char line[64];
 	size_t got;
 
+	if (at_once && (count < 1 || count > 64))
+		return 1;
+	buf = malloc(at_once ? count * (len ? len : 1) : (len ? len : 1));
 	if (!buf)
 		return 1;
-	for (i = 0; i < count && !ret; i++) {
+	if (at_once)
+		ret = burst_at_once(c, buf, len, count, &bad);
+	for (i = at_once ? count : 0; i < count && !ret; i++) {
 		if (rank == 0) {
 			fill(buf, len, i + 1);
 			ret = nz_send(c, buf, len, peer, 5);
@@ -662,7 +692,7 @@ int main(int argc, char **argv)
 	ret = nz_comm_init_env(&c);
 	if ((argc == 3 && !strcmp(argv[1], "gapmeter")) ||
 	    ((argc == 3 || argc == 5) && !strcmp(argv[1], "ratemeter")) ||
-	    (argc == 4 && !strcmp(argv[1], "burst"))) {
+	    (argc == 4 && (!strcmp(argv[1], "burst") || !strcmp(argv[1], "pieces")))) {
 		if (ret) {
 			printf("# init: %s\n", nz_last_error());
 			return 1;
@@ -676,7 +706,8 @@ int main(int argc, char **argv)
 					argc == 5 ? atof(argv[3]) : 0,
 					argc == 5 ? argv[4] : NULL);
 		else
-			ret = burst(c, strtoul(argv[2], NULL, 0), atoi(argv[3]));
+			ret = burst(c, strtoul(argv[2], NULL, 0), atoi(argv[3]),
+				    argv[1][0] == 'p');
 		nz_comm_destroy(c);
 		return ret;
 	}

@@ -34,8 +34,8 @@ IF1=$(echo "$NZ_IFS" | cut -d' ' -f2)
 check "sched_mode is measured by default" test "$(cat $SCHED)" = measured
 check_fails "sched_mode refuses an unknown mode" sh -c "echo bogus > $SCHED"
 check "rail1 delayed by 20 ms (netem)" tc qdisc replace dev "$IF1" root netem delay 20ms
-burst() {	# burst NAME PORT SIZE COUNT
-	MASTER_PORT=$2 "$NZ_BIN/guest/nz_p2p" burst "$3" "$4" > "$NZ_OUT/$1.log" 2>&1
+burst() {	# burst NAME PORT SIZE COUNT [pieces]: one message at a time, or all at once
+	MASTER_PORT=$2 "$NZ_BIN/guest/nz_p2p" "${5:-burst}" "$3" "$4" > "$NZ_OUT/$1.log" 2>&1
 	local rc=$?
 	sed 's/^/# /' "$NZ_OUT/$1.log"
 	return $rc
@@ -107,6 +107,26 @@ else
 	skip "sched tracepoint" "no tracefs in this guest"
 fi
 tc qdisc del dev "$IF1" root 2>/dev/null
+
+# Pieces sent at once on two equal 40 Mbit/s rails, on a fresh communicator
+# (nothing measured yet): split between the rails, not all taken by the
+# connection that happens to pull first (14/2, 16/0 chunks before).
+for ifc in $NZ_IFS; do
+	tc qdisc replace dev "$ifc" root tbf rate 40mbit burst 20kb latency 20ms
+done
+a0=$(chunks r0); a1=$(chunks r1)
+check "sched: 16 pieces of 16 KiB at once intact" burst pieces 29516 16384 16 pieces
+d0=$(($(chunks r0) - a0)); d1=$(($(chunks r1) - a1))
+if [ "$NZ_NODE" = 0 ]; then
+	if [ $((d0 + d1)) -eq 16 ] && [ $d0 -ge 4 ] && [ $d1 -ge 4 ]; then
+		ok "sched: unmeasured equal rails share the pieces (r0 $d0, r1 $d1 of 16)"
+	else
+		not_ok "sched: unmeasured equal rails share the pieces" "r0 $d0, r1 $d1 of 16"
+	fi
+fi
+for ifc in $NZ_IFS; do
+	tc qdisc del dev "$ifc" root 2>/dev/null
+done
 
 # Rail sockets' congestion control (tcp_cc, new connections): what ss shows
 # on the rails' connections during a transfer; an unknown one is a log line
