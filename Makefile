@@ -146,7 +146,7 @@ bench-sched: all
 # Style and static checks of the kernel code (also run by `make check`).
 lint: checkpatch sparse
 checkpatch:
-	scripts/checkpatch.sh
+	"$$(scripts/checkpatch-path.sh)" --no-tree --quiet --show-types -f kmod/*.c kmod/*.h uapi/linux/*.h
 sparse:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 C=2 modules
 
