@@ -43,7 +43,9 @@ drill() {
 		timeout 200 "${send[@]}" > "$out" 2>&1 &
 		local pid=$!
 		sleep 2			# flowing, and past the gap meter's first second
-		echo "$cut" > "$NZ_RUN/ready.$k"
+		# Renamed into place: the host must never read it half-written
+		# (an empty read failed no rail: a drill without a fault).
+		echo "$cut" > "$NZ_RUN/.ready.$k" && mv "$NZ_RUN/.ready.$k" "$NZ_RUN/ready.$k"
 		wait $pid
 	fi
 	fbarrier "end.$k"
