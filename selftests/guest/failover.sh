@@ -23,7 +23,6 @@ check "health defaults detect in 25 ms (<= 50)" \
 "$CTL" monitor > "$NZ_OUT/monitor.log" 2>&1 &
 monitor=$!
 
-stat() { cat "$SYS/rail-$1/stats/$2"; }
 
 # drill NAME SECONDS [T:CMD ...] -- the commands run on guest FAULT_NODE
 # only; every guest runs the stream.  Checks integrity, a failover on r1,
@@ -31,7 +30,7 @@ stat() { cat "$SYS/rail-$1/stats/$2"; }
 drill() {
 	local name=$1 secs=$2 out=$NZ_OUT/drill-$port.log rc f0 f1 b0 b1
 	shift 2
-	f0=$(stat r1 failovers)
+	f0=$(rail_stat r1 failovers)
 	local cmds=()
 	[ "$NZ_NODE" = "$FAULT_NODE" ] && cmds=("$@")
 	cmds+=("$((secs - 4)):cat $SYS/rail-r1/stats/bytes_$DIR > $NZ_OUT/b0")
@@ -42,7 +41,7 @@ drill() {
 	grep -E '^# rank' "$out" | sed "s/^/# $name: /"
 	grep -o 'gap_ms=[0-9]*' "$out" | sed "s/^/# $name: /"
 	[ $rc = 0 ] && ok "$name: stream intact" || not_ok "$name: stream intact" "rc $rc"
-	f1=$(stat r1 failovers)
+	f1=$(rail_stat r1 failovers)
 	[ "$f1" -gt "$f0" ] && ok "$name: failover counted on r1 ($f0 -> $f1)" ||
 		not_ok "$name: failover counted on r1" "$f0 -> $f1"
 	b0=$(cat "$NZ_OUT/b0" 2>/dev/null || echo 0)
@@ -73,7 +72,7 @@ FAULT_NODE=0 drill "nezhactl rail set down/up" 16 \
 	"3:$CTL rail set r1 down" "5:$CTL rail set r1 up"
 
 # No rail left, back within the grace period: the stream survives.
-f0=$(stat r0 failovers)
+f0=$(rail_stat r0 failovers)
 cmds=()
 [ "$NZ_NODE" = 0 ] && cmds=("3:ip link set rail0 down; ip link set rail1 down"
 			    "5:ip link set rail0 up; ip link set rail1 up")

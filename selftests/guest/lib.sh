@@ -55,3 +55,9 @@ nz_load() {	# nz_load [params]: insmod the module built in this tree
 nz_unload() {
 	rmmod nezha
 }
+rail_file() {	# rail_file RAIL FILE: a file under the rail's sysfs directory
+	cat "/sys/class/nezha/rail-$1/$2" 2>/dev/null
+}
+rail_stat() {	# rail_stat RAIL FIELD: one of the rail's counters (stats/)
+	rail_file "$1" "stats/$2"
+}

@@ -40,8 +40,7 @@ burst() {	# burst NAME PORT SIZE COUNT [pieces]: one message at a time, or all a
 	sed 's/^/# /' "$NZ_OUT/$1.log"
 	return $rc
 }
-rstat() { cat "/sys/class/nezha/rail-$1/stats/$2"; }	# rstat RAIL FIELD
-chunks() { rstat "$1" chunks_tx; }
+chunks() { rail_stat "$1" chunks_tx; }
 est() {		# est NAME RAIL FIELD: a value of rank 0's est lines
 	awk -v r="$2" -v f="$3" '$1 == "est" && $2 == r {
 		for (i = 3; i <= NF; i++) { split($i, a, "="); if (a[1] == f) print a[2] } }' "$NZ_OUT/$1.log"
@@ -74,7 +73,7 @@ if [ "$NZ_NODE" = 0 ]; then
 	fi
 fi
 check "sched_mode=equal accepted" sh -c "echo equal > $SCHED"
-resent() { rstat "$1" chunks_resent; }
+resent() { rail_stat "$1" chunks_resent; }
 a0=$(chunks r0); a1=$(chunks r1); e0=$(resent r0); e1=$(resent r1)
 check "sched: equal split, 2 messages of 16 MiB intact" burst equal 29512 16777216 2
 d0=$(($(chunks r0) - a0)); d1=$(($(chunks r1) - a1))

@@ -48,9 +48,6 @@ done
 rdma_qps() {	# rdma_qps: QPs of nezha_rdma in `rdma resource show`
 	rdma resource show qp | grep -c 'comm \[nezha_rdma\]'
 }
-rail_stat() {	# rail_stat RAIL FILE
-	cat "/sys/class/nezha/rail-$1/$2" 2>/dev/null
-}
 export MASTER_ADDR=10.77.0.1 RANK=$NZ_NODE WORLD_SIZE=$NZ_NODES
 export NEZHA_TIMEOUT_MS=120000
 
@@ -103,8 +100,8 @@ MASTER_PORT=29501 run_tap tcp+rdma "$NZ_BIN/guest/nz_rdma" data
 NEZHA_RAILS=rd MASTER_PORT=29700 run_tap leave "$NZ_BIN/guest/nz_p2p" leave 50 1
 
 # 4. A hostile RDMA peer (guest 1) against guest 0's rail, while a job runs.
-refused0=$(rail_stat rd stats/handshakes_refused)
-rejects0=$(rail_stat rd rdma/cm_rejects)
+refused0=$(rail_stat rd handshakes_refused)
+rejects0=$(rail_file rd rdma/cm_rejects)
 rm -f "$HOLD" "$HOLD.info.$ME"
 MASTER_PORT=29502 "$NZ_BIN/guest/nz_rdma" hold "$HOLD" >"$NZ_OUT/hold.log" 2>&1 &
 hold=$!
@@ -126,8 +123,8 @@ rc=$?
 check "the job survived the hostile peer (exit $rc)" test $rc = 0
 [ $rc = 0 ] || comment < "$NZ_OUT/hold.log"
 if [ "$ME" = 0 ]; then
-	refused=$(( $(rail_stat rd stats/handshakes_refused) - refused0 ))
-	rejects=$(( $(rail_stat rd rdma/cm_rejects) - rejects0 ))
+	refused=$(( $(rail_stat rd handshakes_refused) - refused0 ))
+	rejects=$(( $(rail_file rd rdma/cm_rejects) - rejects0 ))
 	check "3 connect requests rejected by the CM, 5 refusals counted ($rejects, $refused)" \
 		test "$rejects" = 3 -a "$refused" = 5
 fi
