@@ -330,7 +330,7 @@ static bool nz_sched_tail_defer(const struct nz_peer *p,
 				const struct nz_conn *conn, u64 len)
 {
 	u64 obw = 0, oinfl = 0, need, rest = 0, sum = 0, guess, bw;
-	u32 i, n = 0;
+	u32 i, n = 0, unmeasured = 0;
 	const struct nz_msg *m;
 
 	/*
@@ -341,21 +341,24 @@ static bool nz_sched_tail_defer(const struct nz_peer *p,
 	 */
 	for (i = 0; i < p->comm->nrails; i++) {
 		const struct nz_conn *c = &p->conns[i];
+		bool other = c != conn;
 
-		if (c->est.bw && (c == conn || nz_sched_conn_usable(c))) {
+		if (other && !nz_sched_conn_usable(c))
+			continue;
+		if (c->est.bw) {
 			sum += c->est.bw;
 			n++;
 		}
-	}
-	guess = n ? div_u64(sum, n) : 1;
-	for (i = 0; i < p->comm->nrails; i++) {
-		const struct nz_conn *c = &p->conns[i];
-
-		if (c == conn || !nz_sched_conn_usable(c))
+		if (!other)
 			continue;
-		obw += c->est.bw ? c->est.bw : guess;
+		if (c->est.bw)
+			obw += c->est.bw;
+		else
+			unmeasured++;
 		oinfl += c->inflight_bytes;
 	}
+	guess = n ? div_u64(sum, n) : 1;
+	obw += unmeasured * guess;
 	if (!obw)
 		return false;
 	bw = conn->est.bw ? conn->est.bw : guess;
