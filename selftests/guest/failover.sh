@@ -23,7 +23,6 @@ check "health defaults detect in 25 ms (<= 50)" \
 "$CTL" monitor > "$NZ_OUT/monitor.log" 2>&1 &
 monitor=$!
 
-
 # drill NAME SECONDS [T:CMD ...] -- the commands run on guest FAULT_NODE
 # only; every guest runs the stream.  Checks integrity, a failover on r1,
 # and that r1 carried traffic again after the fault was lifted.

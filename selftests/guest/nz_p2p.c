@@ -529,7 +529,7 @@ static int burst(struct nz_comm *c, size_t len, int count, bool at_once)
 
 	if (at_once && (count < 1 || count > 64))
 		return 1;
-	buf = malloc(at_once ? count * (len ? len : 1) : (len ? len : 1));
+	buf = malloc((at_once ? count : 1) * (len ? len : 1));
 	if (!buf)
 		return 1;
 	if (at_once)
