@@ -120,7 +120,7 @@ demo: setup
 	scripts/demo.sh
 
 bench-nop: all
-	selftests/qemu/vm.sh -n 1 -r 1 -t 600 selftests/guest/bench_nop.sh
+	selftests/qemu/vm.sh -B -n 1 -r 1 -t 600 selftests/guest/bench_nop.sh
 
 # Nezha p2p vs single rails, parallel iperf3 and MPTCP, in 2 guests.
 bench-failover: all

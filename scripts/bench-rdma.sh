@@ -19,7 +19,7 @@ out=$(realpath "$out")
 
 # The guests share the host's CPUs: a busy host makes them CPU bound.
 echo "# host load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
-selftests/qemu/vm.sh -n 2 -r 2 -t "${NZ_BENCH_TIMEOUT:-1500}" -o "$out" \
+selftests/qemu/vm.sh -B -n 2 -r 2 -t "${NZ_BENCH_TIMEOUT:-1500}" -o "$out" \
 	selftests/guest/bench_rdma.sh \
 	--tcp-rate "${NZ_TCP_RATE:-40mbit}" --rdma-rate "${NZ_RDMA_RATE:-20mbit}" \
 	--mtu "${NZ_RDMA_MTU:-4200}" --tcp-mtu "${NZ_TCP_MTU:-9000}" --secs "${NZ_BENCH_SECS:-10}" \

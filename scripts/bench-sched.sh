@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.." || exit 2
 out=${NZ_OUT:-build/bench-sched}
 rm -rf "$out"
 mkdir -p "$out"
-selftests/qemu/vm.sh -n 2 -r 2 -t "${NZ_BENCH_TIMEOUT:-1500}" -o "$out" \
+selftests/qemu/vm.sh -B -n 2 -r 2 -t "${NZ_BENCH_TIMEOUT:-1500}" -o "$out" \
 	selftests/guest/bench_sched.sh
 rc=$?
 echo "# figures: $out/guest0.out/bench_sched.results; tables: $out/guest0.out/*.txt"

@@ -3,8 +3,12 @@
 # See Documentation/testing.rst.
 #
 # usage: selftests/qemu/vm.sh [-n GUESTS] [-r RAILS] [-t TIMEOUT_S] [-m MEM_MB]
-#            [-o OUTDIR] [-H HOST_SCRIPT] [-a "extra kernel cmdline"]
+#            [-o OUTDIR] [-H HOST_SCRIPT] [-a "extra kernel cmdline"] [-B]
 #            GUEST_SCRIPT [ARGS...]
+#
+# -B (benchmarks): boot without the kernel's debugging allocator
+# (slub_debug), which the tests keep to catch memory errors but which
+# costs every allocation a stack walk: a benchmark would measure it.
 #
 # Output: TAP lines ("ok - g0: ..." / "not ok - g0: ..."), "# " comments.
 # Exit status: 0 when no line was "not ok" (but for "# TODO"), 1 otherwise,
@@ -15,7 +19,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 
 usage() {
-	sed -n 's/^# \{0,1\}//; 4,7p' "${BASH_SOURCE[0]}" >&2
+	sed -n 's/^# \{0,1\}//; 4,11p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 die() {
@@ -27,7 +31,8 @@ comment() { sed 's/^/# /'; }
 console_text() { sed 's/\r//g; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1b[a-z]//g; /^[[:space:]]*$/d' "$@"; }
 
 nodes=2 rails=2 timeout=300 mem=768 outdir='' host_script='' extra_cmdline=''
-while getopts n:r:t:m:o:H:a:h opt; do
+slub_debug=FZPU
+while getopts n:r:t:m:o:H:a:Bh opt; do
 	case $opt in
 	n) nodes=$OPTARG ;;
 	r) rails=$OPTARG ;;
@@ -36,6 +41,7 @@ while getopts n:r:t:m:o:H:a:h opt; do
 	o) outdir=$OPTARG ;;
 	H) host_script=$OPTARG ;;
 	a) extra_cmdline=$OPTARG ;;
+	B) slub_debug='' ;;
 	*) usage ;;
 	esac
 done
@@ -289,7 +295,7 @@ ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
 # --- guests --------------------------------------------------------------------
 
 cmdline="console=ttyS0 panic=-1 panic_on_warn=1 panic_on_oops=1 oops=panic"
-cmdline+=" slub_debug=FZPU quiet loglevel=4"
+cmdline+="${slub_debug:+ slub_debug=$slub_debug} quiet loglevel=4"
 # Faster or steadier under TCG on a busy host: no speculation workarounds,
 # no ACPI IRQ routing (seconds per PCI device), no timer or TSC checks that
 # fail when the vCPU thread is starved.
