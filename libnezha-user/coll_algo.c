@@ -50,13 +50,25 @@ static int nzi_log2(int p)
 	return k;
 }
 
-/* Elements per segment: segment bytes, enough to keep tags in range. */
+/*
+ * A pipeline needs several segments in flight to overlap anything: a unit
+ * (block, or message) is cut into at least NZI_PIPE_SEGS of them as long
+ * as they stay NZI_PIPE_MIN bytes or more (or the configured segment, if
+ * smaller); larger units get segments of the configured size.
+ */
+#define NZI_PIPE_SEGS	4
+#define NZI_PIPE_MIN	(64u << 10)
+
+/* Elements per segment of a unit of `longest` elements. */
 static size_t nzi_seg_elems(const struct nzi_args *a, size_t longest)
 {
-	size_t es = nz_dtype_size(a->dtype);
-	size_t e = a->segment / es ? a->segment / es : 1;
-	size_t min = longest / ((size_t)NZI_MAX_SEG + 1) + 1;
+	size_t es = nz_dtype_size(a->dtype), seg = a->segment;
+	size_t part = (longest * es + NZI_PIPE_SEGS - 1) / NZI_PIPE_SEGS;
+	size_t min = longest / ((size_t)NZI_MAX_SEG + 1) + 1, e;
 
+	if (part < seg)
+		seg = part > NZI_PIPE_MIN ? part : (seg < NZI_PIPE_MIN ? seg : NZI_PIPE_MIN);
+	e = seg / es ? seg / es : 1;
 	return e < min ? min : e;
 }
 

@@ -207,6 +207,9 @@ static enum nz_coll_algo nzi_select(const struct nz_coll_tuning *t, int n,
 	case NZ_COLL_ALLREDUCE:
 		if (bytes <= nzi_rd_max(t, n))
 			return NZ_ALGO_RD;
+		/* With 2-3 ranks hd makes the ring's two steps, unpipelined. */
+		if (nzi_pow2_floor(n) == 2)
+			return NZ_ALGO_RING;
 		return bytes <= t->allreduce_crossover ? NZ_ALGO_HD : NZ_ALGO_RING;
 	case NZ_COLL_BROADCAST:
 	case NZ_COLL_REDUCE:

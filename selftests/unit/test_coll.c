@@ -1058,6 +1058,71 @@ static void test_linger(void)
 	       (long long)ms);
 }
 
+/*
+ * How the ring cuts its blocks: into at least 4 segments while they stay
+ * 64 KiB or more, else of the configured size (1 MiB).  Counted as the
+ * messages both ranks of a 2-rank allreduce send: one header each, then a
+ * segment per step (reduce-scatter, allgather) and segment.
+ */
+struct seg_run {
+	struct tw_world *w;
+	struct tw_ctx ctx;
+	int rank;
+	size_t count;
+	int ok;
+};
+
+static void *seg_main(void *arg)
+{
+	struct seg_run *sr = arg;
+	struct nz_comm *c = NULL;
+	float *x = malloc(sr->count * sizeof(*x));
+	size_t bad = 0;
+
+	sr->ctx.w = sr->w;
+	sr->ctx.rank = sr->rank;
+	if (x && !nzi_coll_comm_new(&c, sr->rank, 2, &tw_xport, &sr->ctx)) {
+		for (size_t i = 0; i < sr->count; i++)
+			x[i] = (float)(i % 1000) + (float)sr->rank;
+		if (nz_allreduce(c, x, x, sr->count, NZ_FLOAT32, NZ_SUM))
+			bad++;
+		for (size_t i = 0; i < sr->count && !bad; i++)
+			bad += x[i] != (float)(2 * (i % 1000) + 1);
+		sr->ok = !bad;
+		nz_comm_destroy(c);
+	}
+	free(x);
+	return NULL;
+}
+
+static void test_segments(void)
+{
+	static const struct { size_t bytes; unsigned long segs; } cases[] = {
+		{ 1 << 20, 4 },		/* 512 KiB blocks: 4 x 128 KiB */
+		{ 4 << 20, 4 },		/* 2 MiB blocks: 4 x 512 KiB */
+		{ 16 << 20, 8 },	/* 8 MiB blocks: 8 x 1 MiB */
+	};
+
+	for (size_t k = 0; k < ARRAY_SIZE(cases); k++) {
+		struct seg_run sr[2];
+		pthread_t th[2];
+		struct tw_world w;
+		unsigned long want = 2 * (1 + 2 * cases[k].segs);
+
+		tw_init(&w, 2, 10000);
+		for (int r = 0; r < 2; r++) {
+			sr[r] = (struct seg_run){ .w = &w, .rank = r, .count = cases[k].bytes / 4 };
+			pthread_create(&th[r], NULL, seg_main, &sr[r]);
+		}
+		for (int r = 0; r < 2; r++)
+			pthread_join(th[r], NULL);
+		tap_ok(sr[0].ok && sr[1].ok && w.msgs == want,
+		       "2 ranks, %zu KiB allreduce: ring, %lu segments per block (%lu messages, want %lu), results right",
+		       cases[k].bytes >> 10, cases[k].segs, w.msgs, want);
+		tw_destroy(&w);
+	}
+}
+
 /* ------------------------------------------------------------------ */
 /* Errors                                                              */
 
@@ -1374,12 +1439,12 @@ static void test_select(void)
 	nzi_coll_comm_new(&c8, 0, 8, &tw_xport, &ctx);
 	tap_ok(nz_coll_select(c2, NZ_COLL_ALLREDUCE, 8) == NZ_ALGO_RD &&
 	       nz_coll_select(c2, NZ_COLL_ALLREDUCE, 256 << 10) == NZ_ALGO_RD &&
-	       nz_coll_select(c2, NZ_COLL_ALLREDUCE, (256 << 10) + 4) == NZ_ALGO_HD &&
+	       nz_coll_select(c2, NZ_COLL_ALLREDUCE, (256 << 10) + 4) == NZ_ALGO_RING &&
 	       nz_coll_select(c2, NZ_COLL_ALLREDUCE, (1 << 20) + 4) == NZ_ALGO_RING &&
 	       nz_coll_select(c8, NZ_COLL_ALLREDUCE, 16 << 10) == NZ_ALGO_RD &&
 	       nz_coll_select(c8, NZ_COLL_ALLREDUCE, 64 << 10) == NZ_ALGO_HD &&
 	       nz_coll_select(c8, NZ_COLL_ALLREDUCE, 4 << 20) == NZ_ALGO_RING,
-	       "allreduce: rd up to 256 KiB (2-3 ranks) or 16 KiB, hd up to 1 MiB, ring above");
+	       "allreduce: rd up to 256 KiB then ring (2-3 ranks); rd up to 16 KiB, hd up to 1 MiB, ring above");
 	tap_ok(nz_coll_select(c8, NZ_COLL_BROADCAST, 1000) == NZ_ALGO_TREE &&
 	       nz_coll_select(c8, NZ_COLL_BROADCAST, 1 << 20) == NZ_ALGO_CHAIN &&
 	       nz_coll_select(c8, NZ_COLL_REDUCE, 1 << 20) == NZ_ALGO_CHAIN &&
@@ -1475,6 +1540,7 @@ int main(void)
 	if (want("nonblocking")) {
 		test_nonblocking();
 		test_linger();
+		test_segments();
 	}
 	if (want("errors")) {
 		test_mismatch();
