@@ -349,10 +349,12 @@ struct nz_coll_tuning {
 	unsigned char algo[NZ_COLL_COUNT];	/* enum nz_coll_algo, AUTO = by size */
 	size_t allreduce_rd_max;	/* bytes: recursive doubling up to this */
 	size_t allreduce_crossover;	/* bytes: halving-doubling up to this,
-					 * ring above */
+					 * ring above (4 ranks or more) */
 	size_t small_max;		/* bytes: tree/bruck/direct up to this,
 					 * pipelined algorithms above */
-	size_t segment;			/* bytes per pipelined message */
+	size_t segment;			/* bytes per pipelined message, at
+					 * most (units under 4 segments of
+					 * it are cut in 4 of >= 64 KiB) */
 	size_t small_segment;		/* recursive doubling sends larger
 					 * vectors as pieces of this size
 					 * (at most 16; 0: never) */
