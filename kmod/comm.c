@@ -306,6 +306,7 @@ static void nz_conn_init(struct nz_peer *p, u32 slot)
 	mutex_init(&conn->io_lock);
 	spin_lock_init(&conn->kick_lock);
 	INIT_LIST_HEAD(&conn->chunks);
+	conn->tp_held = U64_MAX;
 	INIT_LIST_HEAD(&conn->ctrl);
 	INIT_DELAYED_WORK(&conn->connect_work, nz_conn_connect_work);
 	INIT_WORK(&conn->fail_work, nz_conn_fail_work);

@@ -161,6 +161,13 @@ struct nz_conn {
 	void *tp;			/* transport state (socket, parser) */
 	struct list_head chunks;	/* struct nz_chunk in flight here */
 	u64 inflight_bytes;		/* assigned, not acknowledged */
+	/*
+	 * Bytes the transport was handed and its peer's transport has not
+	 * acknowledged yet (TCP: write_seq - snd_una), as the transport last
+	 * saw them; U64_MAX when it does not tell.  The window counts the
+	 * smaller of this and inflight_bytes (sched.c).
+	 */
+	u64 tp_held;
 	struct list_head ctrl;		/* struct nz_ctrl to send */
 	u32 nctrl;
 	struct delayed_work connect_work;	/* client: (re)connect */

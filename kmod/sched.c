@@ -4,10 +4,11 @@
  * connection carries next (Documentation/sched.rst).
  *
  * Connections pull.  When a connection's transport has room it asks for a
- * chunk; it gets one only while the bytes it has in flight (sent, not yet
- * acknowledged) stay below its window.  A fast rail drains its window
- * sooner and so pulls more: the split follows each rail's delivered
- * capacity from moment to moment.
+ * chunk; it gets one only while the bytes it holds (handed to its
+ * transport, not yet acknowledged by the peer's: nz_sched_held()) stay
+ * below its window.  A fast rail drains its window sooner and so pulls
+ * more: the split follows each rail's delivered capacity from moment to
+ * moment.
  *
  * In the default "measured" mode every connection keeps online estimates
  * (struct nz_est): delivered bandwidth from acknowledged bytes over time,
@@ -199,6 +200,20 @@ u64 nz_sched_window(const struct nz_conn *conn)
 	return max_t(u64, w, unit);
 }
 
+/*
+ * What the window counts: the bytes a connection still holds on its way,
+ * not yet acknowledged by the peer's transport.  That is less than what
+ * awaits our ACK frames when those queue behind the peer's own data in
+ * the other direction: they arrive a whole reverse queue late, and a
+ * window counted in them ran dry while the rail was idle -- at 2.4 MB/s
+ * of a 5 MB/s rail, with window-limited samples then lowering the
+ * estimate further.  Without a transport figure, the ACK frames tell.
+ */
+static u64 nz_sched_held(const struct nz_conn *c)
+{
+	return min(c->inflight_bytes, READ_ONCE(c->tp_held));
+}
+
 /* Start-up latency of conn for a message of size bytes, in ns. */
 static u64 nz_sched_start_ns(const struct nz_conn *conn, u64 size)
 {
@@ -355,7 +370,7 @@ static bool nz_sched_tail_defer(const struct nz_peer *p,
 			obw += c->est.bw;
 		else
 			unmeasured++;
-		oinfl += c->inflight_bytes;
+		oinfl += nz_sched_held(c);
 	}
 	guess = n ? div_u64(sum, n) : 1;
 	obw += unmeasured * guess;
@@ -363,7 +378,7 @@ static bool nz_sched_tail_defer(const struct nz_peer *p,
 		return false;
 	bw = conn->est.bw ? conn->est.bw : guess;
 	/* What the others deliver in the time conn needs for its share. */
-	need = mul_u64_u64_div_u64(conn->inflight_bytes + len, obw, bw);
+	need = mul_u64_u64_div_u64(nz_sched_held(conn) + len, obw, bw);
 	if (need <= oinfl)
 		return false;
 	need -= oinfl;
@@ -413,7 +428,7 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 	struct nz_comm *comm = p->comm;
 	struct nz_chunk *ch;
 	u32 usable = 0;
-	u64 oldest = 0, len, window;
+	u64 oldest = 0, len, window, held;
 	struct nz_msg *m;
 	bool first = true, full;
 
@@ -421,13 +436,14 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 	if (!nz_sched_rail_usable(conn->rail) || READ_ONCE(conn->suspect))
 		return NULL;
 	window = nz_sched_window(conn);
+	held = nz_sched_held(conn);
 
 	/*
 	 * Chunks of a failed path first, and up to twice the window: the
 	 * receiver is waiting for them, they should not queue for an ACK.
 	 */
 	ch = list_first_entry_or_null(&p->resend, struct nz_chunk, node);
-	if (ch && conn->inflight_bytes < 2 * window) {
+	if (ch && held < 2 * window) {
 		list_del(&ch->node);
 		nz_sched_assigned(conn, ch);
 		ch->first = false;
@@ -439,7 +455,7 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 	 * a ping-pong fills its window with its one message, and flagging
 	 * that would let an idle period set the estimate.
 	 */
-	full = conn->inflight_bytes >= window;
+	full = held >= window;
 	if (full && ch) {
 		conn->est.sample_limited = true;
 		return NULL;
@@ -517,8 +533,15 @@ void nz_sched_acked(struct nz_conn *conn, const struct nz_chunk *ch)
 				nz_est_min_rtt(e) * NSEC_PER_USEC)) {
 			rate = mul_u64_u64_div_u64(e->sample_bytes,
 						   NSEC_PER_SEC, dt);
-			/* An app-limited sample only ever raises it. */
-			if (e->sample_limited || rate > e->bw) {
+			/*
+			 * An app-limited sample only ever raises it, and
+			 * sets it first only if it carried a chunk unit or
+			 * more: a few header bytes acknowledged 50 ms later
+			 * made it 560 bytes/s, a one-chunk window.
+			 */
+			if (e->sample_limited ||
+			    (e->bw ? rate > e->bw :
+			     e->sample_bytes >= conn->peer->comm->unit)) {
 				e->bw = e->bw ? div_u64(3 * e->bw + rate, 4) :
 						rate;
 				e->samples++;

@@ -471,6 +471,16 @@ static void nz_tcp_set_lowat(struct nz_tcp_conn *tc)
 	WRITE_ONCE(tcp_sk(tc->sock->sk)->notsent_lowat, tc->tx_lowat);
 }
 
+/* The scheduler's view of what the socket still holds (conn->tp_held). */
+static void nz_tcp_update_held(struct nz_tcp_conn *tc)
+{
+	const struct tcp_sock *tp = tcp_sk(tc->sock->sk);
+
+	/* Lockless, as tcp_notsent_lowat() reads it: a hint, not a count. */
+	WRITE_ONCE(tc->conn->tp_held,
+		   (u32)(READ_ONCE(tp->write_seq) - READ_ONCE(tp->snd_una)));
+}
+
 static void nz_tcp_tx_work(struct work_struct *work)
 {
 	struct nz_tcp_conn *tc = container_of(work, struct nz_tcp_conn,
@@ -480,6 +490,7 @@ static void nz_tcp_tx_work(struct work_struct *work)
 
 	for (n = 0; n < NZ_TCP_TX_BUDGET; n++) {
 		if (!tc->tx_busy) {
+			nz_tcp_update_held(tc);
 			ret = nz_conn_tx_next(conn, &tc->tx);
 			if (ret == -ENODATA)
 				return;
