@@ -123,6 +123,23 @@ if [ "$NZ_NODE" = 0 ]; then
 		not_ok "sched: unmeasured equal rails share the pieces" "r0 $d0, r1 $d1 of 16"
 	fi
 fi
+
+# Both directions at once on the same two equal rails: a ring allreduce
+# of 16 MiB sends and receives on both.  Each rank's own sends must use
+# both rails (at least 40 % each; 50/50 measured): when the window counted
+# chunks awaiting ACK frames, which come back behind the other direction's
+# data, one rail's estimate collapsed and the split went 67/33 or worse.
+b0=$(rail_stat r0 bytes_tx); b1=$(rail_stat r1 bytes_tx)
+check "sched: 16 MiB ring allreduces both ways, results checked" \
+	env MASTER_PORT=29517 "$NZ_BIN/tools/nezha-bench" allreduce -b 16M -e 16M -n 2 -w 1 \
+	-p out --check -T 120
+b0=$(($(rail_stat r0 bytes_tx) - b0)); b1=$(($(rail_stat r1 bytes_tx) - b1))
+if [ $((b0 + b1)) -gt 0 ] && [ $((5 * b0)) -ge $((2 * (b0 + b1))) ] &&
+	[ $((5 * b1)) -ge $((2 * (b0 + b1))) ]; then
+	ok "sched: both directions busy, this rank's sends use both rails (r0 $b0, r1 $b1 bytes)"
+else
+	not_ok "sched: both directions busy, this rank's sends use both rails" "r0 $b0, r1 $b1 bytes"
+fi
 for ifc in $NZ_IFS; do
 	tc qdisc del dev "$ifc" root 2>/dev/null
 done
