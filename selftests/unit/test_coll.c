@@ -650,6 +650,7 @@ struct outcome {
 	long wrong;
 	char why[320];
 	int64_t ms;
+	unsigned long msgs;	/* sent by all ranks */
 };
 
 /* Every rank has the same arguments: the results can be checked. */
@@ -721,6 +722,7 @@ static void run_case(const struct tcase *tc, struct outcome *o)
 				snprintf(o->why, sizeof(o->why), "%s", rr[r].why);
 		}
 	}
+	o->msgs = w.msgs;
 	tw_destroy(&w);
 	o->ms = now_ms() - t0;
 	goto out;
@@ -1064,37 +1066,6 @@ static void test_linger(void)
  * messages both ranks of a 2-rank allreduce send: one header each, then a
  * segment per step (reduce-scatter, allgather) and segment.
  */
-struct seg_run {
-	struct tw_world *w;
-	struct tw_ctx ctx;
-	int rank;
-	size_t count;
-	int ok;
-};
-
-static void *seg_main(void *arg)
-{
-	struct seg_run *sr = arg;
-	struct nz_comm *c = NULL;
-	float *x = malloc(sr->count * sizeof(*x));
-	size_t bad = 0;
-
-	sr->ctx.w = sr->w;
-	sr->ctx.rank = sr->rank;
-	if (x && !nzi_coll_comm_new(&c, sr->rank, 2, &tw_xport, &sr->ctx)) {
-		for (size_t i = 0; i < sr->count; i++)
-			x[i] = (float)(i % 1000) + (float)sr->rank;
-		if (nz_allreduce(c, x, x, sr->count, NZ_FLOAT32, NZ_SUM))
-			bad++;
-		for (size_t i = 0; i < sr->count && !bad; i++)
-			bad += x[i] != (float)(2 * (i % 1000) + 1);
-		sr->ok = !bad;
-		nz_comm_destroy(c);
-	}
-	free(x);
-	return NULL;
-}
-
 static void test_segments(void)
 {
 	static const struct { size_t bytes; unsigned long segs; } cases[] = {
@@ -1104,22 +1075,17 @@ static void test_segments(void)
 	};
 
 	for (size_t k = 0; k < ARRAY_SIZE(cases); k++) {
-		struct seg_run sr[2];
-		pthread_t th[2];
-		struct tw_world w;
 		unsigned long want = 2 * (1 + 2 * cases[k].segs);
+		struct outcome o;
+		struct tcase tc;
 
-		tw_init(&w, 2, 10000);
-		for (int r = 0; r < 2; r++) {
-			sr[r] = (struct seg_run){ .w = &w, .rank = r, .count = cases[k].bytes / 4 };
-			pthread_create(&th[r], NULL, seg_main, &sr[r]);
-		}
-		for (int r = 0; r < 2; r++)
-			pthread_join(th[r], NULL);
-		tap_ok(sr[0].ok && sr[1].ok && w.msgs == want,
-		       "2 ranks, %zu KiB allreduce: ring, %lu segments per block (%lu messages, want %lu), results right",
-		       cases[k].bytes >> 10, cases[k].segs, w.msgs, want);
-		tw_destroy(&w);
+		case_init(&tc, NZ_COLL_ALLREDUCE, NZ_ALGO_AUTO, 2);
+		tc.count = cases[k].bytes / 4;
+		tc.inplace = 1;
+		run_case(&tc, &o);
+		tap_ok(all_ok(&tc, &o) && o.msgs == want,
+		       "2 ranks, %zu KiB allreduce: ring, %lu segments per block (%lu messages, want %lu), results right%s%s",
+		       cases[k].bytes >> 10, cases[k].segs, o.msgs, want, o.why[0] ? ": " : "", o.why);
 	}
 }
 
