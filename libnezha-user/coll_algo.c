@@ -66,8 +66,12 @@ static size_t nzi_seg_elems(const struct nzi_args *a, size_t longest)
 	size_t part = (longest * es + NZI_PIPE_SEGS - 1) / NZI_PIPE_SEGS;
 	size_t min = longest / ((size_t)NZI_MAX_SEG + 1) + 1, e;
 
-	if (part < seg)
-		seg = part > NZI_PIPE_MIN ? part : (seg < NZI_PIPE_MIN ? seg : NZI_PIPE_MIN);
+	if (part < seg) {
+		/* A quarter of the unit, but none under 64 KiB unless seg is. */
+		size_t floor = seg < NZI_PIPE_MIN ? seg : NZI_PIPE_MIN;
+
+		seg = part > floor ? part : floor;
+	}
 	e = seg / es ? seg / es : 1;
 	return e < min ? min : e;
 }
