@@ -30,7 +30,7 @@ fbarrier() {	# fbarrier NAME: both guests reached NAME (files in NZ_RUN)
 # drill SYSTEM RAIL-TO-CUT RECV-CMD... -- SEND-CMD...
 gaps=()
 drill() {
-	local sys=$1 cut=$2 out=$NZ_OUT/$1.$k.txt recv=() send=()
+	local sys=$1 cut=$2 out=$NZ_OUT/$1.$k.txt recv=() send=() cut_rail=${2#blackhole }
 	shift 2
 	while [ "$1" != -- ]; do recv+=("$1"); shift; done
 	shift
@@ -48,11 +48,19 @@ drill() {
 		echo "$cut" > "$NZ_RUN/.ready.$k" && mv "$NZ_RUN/.ready.$k" "$NZ_RUN/ready.$k"
 		wait $pid
 	fi
-	fbarrier "end.$k"
 	# The module's log of this drill, CLOCK_MONOTONIC-like stamps (gap_from=).
 	dmesg -c 2>/dev/null | grep -E "nezha|rail " > "$NZ_OUT/dmesg.$sys.$k"
+	cp "$NZ_OUT/dmesg.$sys.$k" "$NZ_RUN/dmesg.$NZ_NODE.$k"
+	fbarrier "end.$k"
 	local g
 	g=$(grep -o 'gap_ms=[0-9]*' "$NZ_RUN/gap.$k" 2>/dev/null | cut -d= -f2)
+	# A Nezha drill counts only if the sender saw its rail fail: without
+	# a fault the gap meter measures the stream's own jitter (20-40 ms).
+	if [ "${sys%-bh}" = nezha ] &&
+	   ! grep -qE "rail $cut_rail: path to rank 1 (lost|silent)" "$NZ_RUN/dmesg.0.$k"; then
+		[ "$NZ_NODE" = 1 ] && not_ok "$sys drill $k: the sender saw no failover of $cut_rail"
+		g=999999
+	fi
 	gaps+=("${g:-999999}")
 	k=$((k + 1))
 }

@@ -355,29 +355,7 @@ nz_tap() { echo "tap-g$1-r$2"; }
 # nz_mon G COMMAND: run a QEMU monitor (HMP) command on guest G, print the reply.
 # shellcheck disable=SC2317  # not called here
 nz_mon() {
-	python3 - "$OUTDIR/guest$1.mon" "$2" <<'EOF'
-import re, socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-def until_prompt():
-    buf = b""
-    while not buf.endswith(b"(qemu) "):
-        d = s.recv(4096)
-        if not d:
-            break
-        buf += d
-    return buf
-until_prompt()
-s.sendall(sys.argv[2].encode() + b"\n")
-out = until_prompt().decode(errors="replace")
-out = re.sub(r"\x1b\[[0-9;]*[A-Za-z]|\r", "", out)
-lines = out.split("\n")[1:]          # the echoed command
-if lines and lines[-1].startswith("(qemu)"):
-    lines.pop()
-if lines:
-    print("\n".join(lines))
-EOF
+	python3 "$NZ_TOP/selftests/qemu/hmp.py" -c "$OUTDIR/guest$1.mon" "$2"
 }
 
 host_state=
