@@ -41,10 +41,12 @@ while [ $SECONDS -lt $end ] && [ ! -e "$NZ_RUN/finished" ]; do
 		ip link set "$tap" master "nzbr${r#r}"
 	else
 		r=$kind
-		hmp 0,1 "set_link $r off" || bad=$((bad + 1))
+		failed=0
+		hmp 0,1 "set_link $r off" || failed=1
 		echo "# drill $k: $r cut at $(date +%s.%N)"
 		sleep 1.5
-		hmp 0,1 "set_link $r on" || bad=$((bad + 1))
+		hmp 0,1 "set_link $r on" || failed=1
+		bad=$((bad + failed))
 	fi
 	sleep 1.0
 	touch "$NZ_RUN/stop.$k"
