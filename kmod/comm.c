@@ -433,6 +433,7 @@ static struct nz_comm *nz_comm_new(const struct nz_comm_create *cc)
 	INIT_LIST_HEAD(&comm->node);
 	INIT_LIST_HEAD(&comm->node_file);
 	init_waitqueue_head(&comm->waitq);
+	nz_health_comm_init(comm);
 	comm->job_id = cc->job_id;
 	memcpy(comm->secret, cc->secret, sizeof(comm->secret));
 	comm->rank = cc->rank;
@@ -777,8 +778,9 @@ static void nz_conn_suspect(struct nz_conn *conn)
 	atomic64_inc(&st->failovers);
 	atomic64_add(resent, &st->resent);
 	atomic64_set(&st->last_failover_ms, nz_health_now_ms());
-	pr_info("rail %s: path to rank %u silent, %u chunks rerouted\n",
-		conn->rail->name, conn->peer->rank, resent);
+	pr_info("rail %s: path to rank %u silent for %u ms, %u chunks rerouted\n",
+		conn->rail->name, conn->peer->rank,
+		jiffies_to_msecs(jiffies - conn->quiet_since), resent);
 	nz_health_event(conn, NZ_EV_CONN_DOWN, -ETIMEDOUT, resent);
 	nz_peer_kick_all(conn->peer);
 }
@@ -884,10 +886,35 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 			nz_peer_kick_all(p);
 		}
 	} else {
+		unsigned int quiet, rtt;
+
 		/* Our own stall is nobody's silence. */
 		conn->quiet_since += min(stall, now - conn->quiet_since);
-		conn->silent = jiffies_to_msecs(now - conn->quiet_since) / ms;
+		quiet = jiffies_to_msecs(now - conn->quiet_since);
+		/*
+		 * Nor is a round trip longer than the time that makes a path
+		 * suspect: on a path of 40 ms, healthy ones fell silent for
+		 * 12-16 ms in bursts (make check, sched tests).  Its unloaded
+		 * round trip (0 until measured) on top, then.  Not a shorter
+		 * one: in a busy guest the heartbeats' round trip on a quick
+		 * rail came out at 8-12 ms, and a blackhole took 24-48 ms to
+		 * notice instead of 16-20.
+		 */
+		spin_lock_bh(&p->lock);
+		rtt = nz_est_min_rtt(&conn->est) / USEC_PER_MSEC;
+		spin_unlock_bh(&p->lock);
+		if (rtt < ms * READ_ONCE(nz_health.hb_misses))
+			rtt = 0;
+		conn->silent = quiet > rtt ? (quiet - rtt) / ms : 0;
 	}
+	/*
+	 * Half way to suspect, with chunks waiting for an answer: the other
+	 * rails stop queueing more (nz_sched_next_chunk()), so that these
+	 * chunks, if they must move, wait behind little there.
+	 */
+	WRITE_ONCE(conn->doubt, !conn->suspect &&
+		   nz_health_doubt(conn->silent) &&
+		   READ_ONCE(conn->inflight_bytes));
 	if (nz_health_suspect(conn->silent) && !conn->suspect &&
 	    nz_conn_other_alive(conn)) {
 		WRITE_ONCE(conn->suspect, true);

@@ -188,6 +188,7 @@ struct nz_conn {
 	unsigned int hb_sent;		/* heartbeats queued, under peer->lock */
 	unsigned long quiet_since;	/* jiffies of the last arrival seen */
 	bool suspect;			/* silent too long: takes no chunks */
+	bool doubt;			/* silent a while, chunks unacknowledged */
 	bool rx_blocked;		/* transport holds back (budget full) */
 	unsigned long up_since;		/* jiffies it came up */
 	struct nz_est est;		/* sched.c, under peer->lock */
@@ -243,7 +244,8 @@ struct nz_comm {
 	bool dead;
 	wait_queue_head_t waitq;	/* connection count changes */
 	struct delayed_work scan_work;	/* health.c: timeouts */
-	struct delayed_work hb_work;	/* health.c: heartbeats */
+	struct hrtimer hb_timer;	/* health.c: paces hb_work */
+	struct work_struct hb_work;	/* health.c: heartbeats */
 	unsigned long hb_last;		/* jiffies of the last heartbeat run */
 };
 
@@ -319,11 +321,13 @@ int nz_sysfs_conn_add(struct nz_conn *conn);
 void nz_sysfs_conn_del(struct nz_conn *conn);
 
 /* health.c: every timer of a communicator. */
+void nz_health_comm_init(struct nz_comm *comm);
 void nz_health_comm_start(struct nz_comm *comm);
 void nz_health_comm_stop(struct nz_comm *comm);
 void nz_health_conn_retry(struct nz_conn *conn);
 void nz_health_conn_connect_in(struct nz_conn *conn, unsigned int ms);
 void nz_health_conn_up(struct nz_conn *conn);
+bool nz_health_doubt(unsigned int silent);
 bool nz_health_suspect(unsigned int silent);
 bool nz_health_dead(unsigned int silent);
 void nz_health_event(struct nz_conn *conn, u32 type, int err, u32 resent);

@@ -5,10 +5,13 @@
  * arrived, a socket failed, a link went down); this file decides.
  *
  * Timers:
- *  - comm->hb_work, every hb_interval_ms: each connection that is up sends
- *    a HEARTBEAT.  One on which nothing at all arrived (data, ACK or
- *    heartbeat) for hb_misses periods, while another path to the same peer
- *    is alive, becomes suspect: its unacknowledged chunks move to the
+ *  - comm->hb_work, every hb_interval_ms (an hrtimer queues it on a
+ *    high-priority queue): each connection that is up sends a HEARTBEAT.
+ *    One on which nothing arrived (data, ACK or heartbeat) for half of
+ *    hb_misses periods while chunks wait for an answer is in doubt: the
+ *    other rails stop queueing more behind what they hold.  Silent for
+ *    hb_misses periods, while another path to the same peer is alive, it
+ *    becomes suspect: its unacknowledged chunks move to the
  *    other rails at once and it takes no new ones, but
  *    its socket stays; bytes arriving again re-admit it.  Silent for
  *    NZ_DEAD_FACTOR times longer (at least NZ_DEAD_MIN_MS), it is torn
@@ -35,6 +38,7 @@
  * are checked (under the lock teardown sets them with) before re-arming,
  * and teardown cancels synchronously after setting them.
  */
+#include <linux/hrtimer.h>
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/random.h>
@@ -52,8 +56,8 @@
 #define NZ_BACKOFF_MAX_MS	2000
 
 struct nz_health_cfg nz_health = {
-	.hb_interval_ms = 5,
-	.hb_misses = 5,
+	.hb_interval_ms = 4,
+	.hb_misses = 4,
 	.grace_ms = 5000,
 };
 
@@ -95,10 +99,28 @@ void nz_health_event(struct nz_conn *conn, u32 type, int err, u32 resent)
 
 /* ---- heartbeats ------------------------------------------------------------ */
 
+/*
+ * The heartbeat period is kept by an hrtimer, and the work it queues runs
+ * on a high-priority queue: a delayed work of 4 ms came every 8 ms (two
+ * ticks at HZ=250), and behind the rails' own work in a busy guest as late
+ * as 20-36 ms, all of it added to the time a blackhole goes unnoticed.
+ */
+static struct workqueue_struct *nz_hb_wq;
+
+static enum hrtimer_restart nz_hb_timer(struct hrtimer *t)
+{
+	struct nz_comm *comm = container_of(t, struct nz_comm, hb_timer);
+
+	if (READ_ONCE(comm->dead))
+		return HRTIMER_NORESTART;
+	queue_work(nz_hb_wq, &comm->hb_work);
+	hrtimer_forward_now(t, ms_to_ktime(READ_ONCE(nz_health.hb_interval_ms)));
+	return HRTIMER_RESTART;
+}
+
 static void nz_expired_heartbeat(struct work_struct *work)
 {
-	struct nz_comm *comm = container_of(to_delayed_work(work),
-					    struct nz_comm, hb_work);
+	struct nz_comm *comm = container_of(work, struct nz_comm, hb_work);
 	unsigned int ms = READ_ONCE(nz_health.hb_interval_ms);
 	unsigned long period = msecs_to_jiffies(ms), now = jiffies;
 	unsigned long since = now - comm->hb_last, stall = 0;
@@ -116,9 +138,6 @@ static void nz_expired_heartbeat(struct work_struct *work)
 	for (r = 0; r < comm->size; r++)
 		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
 			nz_conn_heartbeat(&comm->peers[r]->conns[s], stall);
-	if (!READ_ONCE(comm->dead))
-		queue_delayed_work(nz_wq, &comm->hb_work,
-				   msecs_to_jiffies(ms));
 }
 
 /* ---- command deadlines and the no-rail grace ------------------------------- */
@@ -146,21 +165,30 @@ static void nz_expired_scan(struct work_struct *work)
 				   msecs_to_jiffies(NZ_SCAN_MS));
 }
 
+/* At creation: nz_health_comm_stop() may come without a start. */
+void nz_health_comm_init(struct nz_comm *comm)
+{
+	INIT_DELAYED_WORK(&comm->scan_work, nz_expired_scan);
+	INIT_WORK(&comm->hb_work, nz_expired_heartbeat);
+	hrtimer_init(&comm->hb_timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL);
+	comm->hb_timer.function = nz_hb_timer;
+}
+
 void nz_health_comm_start(struct nz_comm *comm)
 {
 	comm->hb_last = jiffies;
-	INIT_DELAYED_WORK(&comm->scan_work, nz_expired_scan);
-	INIT_DELAYED_WORK(&comm->hb_work, nz_expired_heartbeat);
 	queue_delayed_work(nz_wq, &comm->scan_work,
 			   msecs_to_jiffies(NZ_SCAN_MS));
-	queue_delayed_work(nz_wq, &comm->hb_work,
-			   msecs_to_jiffies(READ_ONCE(nz_health.hb_interval_ms)));
+	hrtimer_start(&comm->hb_timer,
+		      ms_to_ktime(READ_ONCE(nz_health.hb_interval_ms)),
+		      HRTIMER_MODE_REL);
 }
 
 /* comm->dead is set: neither timer re-arms itself after this. */
 void nz_health_comm_stop(struct nz_comm *comm)
 {
-	cancel_delayed_work_sync(&comm->hb_work);
+	hrtimer_cancel(&comm->hb_timer);
+	cancel_work_sync(&comm->hb_work);
 	cancel_delayed_work_sync(&comm->scan_work);
 }
 
@@ -196,10 +224,19 @@ void nz_health_conn_up(struct nz_conn *conn)
 	conn->silent = 0;
 	conn->quiet_since = jiffies;
 	conn->suspect = false;
+	conn->doubt = false;
 	conn->up_since = jiffies;
 }
 
-/* How many silent heartbeat periods make a path suspect, and dead. */
+/*
+ * How many silent heartbeat periods with chunks on the way put a path in
+ * doubt (the others keep short queues: sched.c), make it suspect, and dead.
+ */
+bool nz_health_doubt(unsigned int silent)
+{
+	return silent >= max(READ_ONCE(nz_health.hb_misses) / 2, 2U);
+}
+
 bool nz_health_suspect(unsigned int silent)
 {
 	return silent >= READ_ONCE(nz_health.hb_misses);
@@ -285,12 +322,21 @@ static struct notifier_block nz_netdev_nb = {
 
 int nz_health_init(void)
 {
-	return register_netdevice_notifier(&nz_netdev_nb);
+	int ret;
+
+	nz_hb_wq = alloc_workqueue("nezha_hb", WQ_HIGHPRI | WQ_MEM_RECLAIM, 0);
+	if (!nz_hb_wq)
+		return -ENOMEM;
+	ret = register_netdevice_notifier(&nz_netdev_nb);
+	if (ret)
+		destroy_workqueue(nz_hb_wq);
+	return ret;
 }
 
 void nz_health_exit(void)
 {
 	unregister_netdevice_notifier(&nz_netdev_nb);
+	destroy_workqueue(nz_hb_wq);
 }
 
 u64 nz_health_now_ms(void)

@@ -18,8 +18,8 @@ modprobe -q sch_netem
 check "insmod" nz_load
 check "rail add r0" "$CTL" rail add r0 proto tcp dev rail0
 check "rail add r1" "$CTL" rail add r1 proto tcp dev rail1
-check "health defaults detect in 25 ms (<= 50)" \
-	sh -c "$CTL health | grep -q 'dead after 25 ms'"
+check "health defaults detect in 16 ms (<= 50)" \
+	sh -c "$CTL health | grep -q 'dead after 16 ms'"
 "$CTL" monitor > "$NZ_OUT/monitor.log" 2>&1 &
 monitor=$!
 
