@@ -4,9 +4,9 @@
  * connection carries next (Documentation/sched.rst).
  *
  * Connections pull.  When a connection's transport has room it asks for a
- * chunk; it gets one only while the bytes it holds (handed to its
- * transport, not yet acknowledged by the peer's: nz_sched_held()) stay
- * below its window.  A fast rail drains its window sooner and so pulls
+ * chunk; it gets one only while the chunk fits in its window next to the
+ * bytes it holds (handed to its transport, not yet acknowledged by the
+ * peer's: nz_sched_held()).  A fast rail drains its window sooner and so pulls
  * more: the split follows each rail's delivered capacity from moment to
  * moment.
  *
@@ -42,7 +42,8 @@
  *
  * Chunks of a connection that failed (peer->resend) are taken first, so a
  * reroute finishes the oldest data before new data starts.  A connection
- * the health code suspects (silent) takes nothing.
+ * the health code suspects (silent) takes nothing; while one is in doubt
+ * (silent half as long), the others keep short queues.
  */
 #include <linux/math64.h>
 #include <linux/module.h>
@@ -390,6 +391,24 @@ static bool nz_sched_tail_defer(const struct nz_peer *p,
 	return true;
 }
 
+/*
+ * Is another path to the peer in doubt (health.c: silent for a while with
+ * chunks on the way)?  Its chunks may have to move to conn soon.
+ */
+static bool nz_sched_doubt(const struct nz_peer *p, const struct nz_conn *conn)
+{
+	u32 i;
+
+	for (i = 0; i < p->comm->nrails; i++) {
+		const struct nz_conn *c = &p->conns[i];
+
+		if (c != conn && c->state == NZ_CONN_UP &&
+		    READ_ONCE(c->doubt) && !READ_ONCE(c->suspect))
+			return true;
+	}
+	return false;
+}
+
 /* Under peer->lock: the rail slots any usable connection serves. */
 static u32 nz_sched_usable_mask(const struct nz_peer *p)
 {
@@ -430,7 +449,7 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 	u32 usable = 0;
 	u64 oldest = 0, len, window, held;
 	struct nz_msg *m;
-	bool first = true, full;
+	bool first = true, full, braked, limited;
 
 	lockdep_assert_held(&p->lock);
 	if (!nz_sched_rail_usable(conn->rail) || READ_ONCE(conn->suspect))
@@ -450,14 +469,29 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 		return ch;
 	}
 	/*
+	 * A new chunk must fit in the window, all of it: a failed rail's
+	 * chunks wait here behind the window, not behind the window and one
+	 * chunk more.  Not a window under two chunks, though: one chunk at a
+	 * time, a rail measured low at the start (a slow first sample)
+	 * samples no more than that per round trip and never recovers.  While
+	 * another path is in doubt, its chunks may come here next: take a
+	 * chunk only while holding less than half of one.
+	 */
+	braked = mode == NZ_SCHED_MEASURED && nz_sched_doubt(p, conn);
+	if (braked)
+		window = min_t(u64, window, comm->unit / 2);
+	full = held >= window ||
+	       (window >= 2ULL * comm->unit && held + comm->unit > window);
+	/*
 	 * A full window makes the sample window-limited only when there was
 	 * something to take (a chunk to resend, or one the loop below finds):
 	 * a ping-pong fills its window with its one message, and flagging
-	 * that would let an idle period set the estimate.
+	 * that would let an idle period set the estimate.  Nor when the
+	 * brake filled it: that says nothing about the rail.
 	 */
-	full = held >= window;
+	limited = full && !braked;
 	if (full && ch) {
-		conn->est.sample_limited = true;
+		conn->est.sample_limited |= limited;
 		return NULL;
 	}
 
@@ -480,7 +514,7 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 		    nz_sched_share_done(p, conn, m, mode))
 			continue;
 		if (full) {
-			conn->est.sample_limited = true;
+			conn->est.sample_limited |= limited;
 			return NULL;
 		}
 		len = nz_wire_chunk_len(m->total, m->next_off, 1, comm->unit);
