@@ -822,6 +822,26 @@ static unsigned long nz_conn_rx_seen(struct nz_conn *conn)
 	return seen;
 }
 
+/*
+ * The path's unloaded round trip in ms: the transport's measure (TCP's,
+ * from the handshake on), else the heartbeats' (0 until measured).
+ */
+static unsigned int nz_conn_min_rtt_ms(struct nz_conn *conn)
+{
+	u32 us = 0;
+
+	spin_lock_bh(&conn->kick_lock);
+	if (conn->tp && !conn->tp_dead && conn->rail->ops->conn_min_rtt_us)
+		us = conn->rail->ops->conn_min_rtt_us(conn);
+	spin_unlock_bh(&conn->kick_lock);
+	if (!us) {
+		spin_lock_bh(&conn->peer->lock);
+		us = nz_est_min_rtt(&conn->est);
+		spin_unlock_bh(&conn->peer->lock);
+	}
+	return us / USEC_PER_MSEC;
+}
+
 /* Fail the connection's live transport state, if it has one, with err. */
 static void nz_conn_fail_live(struct nz_conn *conn, int err)
 {
@@ -844,6 +864,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	bool blocked = READ_ONCE(conn->rx_blocked);
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
+	u64 waiting;
 
 	if (READ_ONCE(conn->state) != NZ_CONN_UP)
 		return;
@@ -895,14 +916,14 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		 * Nor is a round trip longer than the time that makes a path
 		 * suspect: on a path of 40 ms, healthy ones fell silent for
 		 * 12-16 ms in bursts (make check, sched tests).  Its unloaded
-		 * round trip (0 until measured) on top, then.  Not a shorter
-		 * one: in a busy guest the heartbeats' round trip on a quick
-		 * rail came out at 8-12 ms, and a blackhole took 24-48 ms to
-		 * notice instead of 16-20.
+		 * round trip on top, then, from the start: the heartbeats'
+		 * first sample came after the first burst had made such a path
+		 * suspect at every new communicator.  Not a shorter one: in a
+		 * busy guest the heartbeats' round trip on a quick rail came
+		 * out at 8-12 ms, and a blackhole took 24-48 ms to notice
+		 * instead of 16-20.
 		 */
-		spin_lock_bh(&p->lock);
-		rtt = nz_est_min_rtt(&conn->est) / USEC_PER_MSEC;
-		spin_unlock_bh(&p->lock);
+		rtt = nz_conn_min_rtt_ms(conn);
 		if (rtt < ms * READ_ONCE(nz_health.hb_misses))
 			rtt = 0;
 		conn->silent = quiet > rtt ? (quiet - rtt) / ms : 0;
@@ -912,10 +933,17 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	 * rails stop queueing more (nz_sched_next_chunk()), so that these
 	 * chunks, if they must move, wait behind little there.
 	 */
+	waiting = READ_ONCE(conn->inflight_bytes);
 	WRITE_ONCE(conn->doubt, !conn->suspect &&
-		   nz_health_doubt(conn->silent) &&
-		   READ_ONCE(conn->inflight_bytes));
-	if (nz_health_suspect(conn->silent) && !conn->suspect &&
+		   nz_health_doubt(conn->silent) && waiting);
+	/*
+	 * Suspect only with chunks waiting for an answer: a quiet path that
+	 * owes us nothing holds up no transfer, and a busy receiver (whose
+	 * paths carry only its ACKs back) saw them quiet for 16-36 ms about
+	 * once a second, a failover counted, logged and announced each
+	 * time.  Chunks put on it later find it silent at the next period.
+	 */
+	if (nz_health_suspect(conn->silent) && !conn->suspect && waiting &&
 	    nz_conn_other_alive(conn)) {
 		WRITE_ONCE(conn->suspect, true);
 		nz_conn_suspect(conn);

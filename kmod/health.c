@@ -10,10 +10,10 @@
  *    One on which nothing arrived (data, ACK or heartbeat) for half of
  *    hb_misses periods while chunks wait for an answer is in doubt: the
  *    other rails stop queueing more behind what they hold.  Silent for
- *    hb_misses periods, while another path to the same peer is alive, it
- *    becomes suspect: its unacknowledged chunks move to the
- *    other rails at once and it takes no new ones, but
- *    its socket stays; bytes arriving again re-admit it.  Silent for
+ *    hb_misses periods, with chunks waiting for an answer and while
+ *    another path to the same peer is alive, it becomes suspect: its
+ *    unacknowledged chunks move to the other rails at once and it takes
+ *    no new ones, but its socket stays; bytes arriving again re-admit it.  Silent for
  *    NZ_DEAD_FACTOR times longer (at least NZ_DEAD_MIN_MS), it is torn
  *    down and reconnected.  This
  *    is what catches a silent blackhole (packets dropped, link still up).

@@ -94,6 +94,14 @@ struct nz_transport {
 	 * held behind a lost segment do not make a path silent (health.c).
 	 */
 	unsigned long (*conn_rx_seen)(struct nz_conn *conn);
+
+	/*
+	 * Optional, under conn->kick_lock like conn_kick(): the lowest round
+	 * trip the transport measured on the connection, in us, or 0.  TCP
+	 * has one from its handshake on; the heartbeats' own samples come a
+	 * period or more later (health.c).
+	 */
+	u32 (*conn_min_rtt_us)(struct nz_conn *conn);
 };
 
 extern const struct nz_transport nz_tcp_transport;

@@ -625,6 +625,15 @@ static unsigned long nz_tcp_conn_rx_seen(struct nz_conn *conn)
 	return ago > 0 ? now - ago : now;
 }
 
+/* TCP's windowed minimum of its round-trip samples; ~0U before the first. */
+static u32 nz_tcp_conn_min_rtt_us(struct nz_conn *conn)
+{
+	struct nz_tcp_conn *tc = conn->tp;
+	u32 us = tcp_min_rtt(tcp_sk(tc->sock->sk));
+
+	return us == ~0U ? 0 : us;
+}
+
 static void nz_tcp_conn_kick(struct nz_conn *conn)
 {
 	struct nz_tcp_conn *tc = conn->tp;
@@ -963,6 +972,7 @@ const struct nz_transport nz_tcp_transport = {
 	.conn_connect = nz_tcp_conn_connect,
 	.conn_kick = nz_tcp_conn_kick,
 	.conn_rx_seen = nz_tcp_conn_rx_seen,
+	.conn_min_rtt_us = nz_tcp_conn_min_rtt_us,
 	.conn_close = nz_tcp_conn_close,
 	.conn_release_msg = nz_tcp_conn_release_msg,
 };
