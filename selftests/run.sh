@@ -9,7 +9,8 @@
 #   NZ_SUITES="basic p2p" selftests/run.sh   only these guest suites
 #
 # Guest suites are listed in selftests/guest/suites: name, guests, rails,
-# timeout (s), script.  Each boots its own guests (selftests/qemu/vm.sh).
+# timeout (s), script, and optionally a script that runs on the host beside
+# the guests (vm.sh -H).  Each boots its own guests (selftests/qemu/vm.sh).
 set -u
 cd "$(dirname "$0")/.."
 TOP=$PWD
@@ -62,7 +63,7 @@ relay "static: " < <(scripts/static-checks.sh 2>&1)
 if [ ! -e /dev/net/tun ] || ! command -v qemu-system-x86_64 >/dev/null; then
 	emit ok "guest suites # SKIP qemu or /dev/net/tun missing (run scripts/setup.sh)"
 else
-	while read -r name guests rails timeout script; do
+	while read -r name guests rails timeout script host; do
 		case "$name" in ''|'#'*) continue;; esac
 		[ $quick = 1 ] && [ "$name" != basic ] && continue
 		if [ -n "${NZ_SUITES:-}" ] && [[ " $NZ_SUITES " != *" $name "* ]]; then
@@ -70,8 +71,10 @@ else
 		fi
 		echo "# guest suite $name: $guests guests x $rails rails"
 		start=$(date +%s)
+		hopt=()
+		[ -n "$host" ] && hopt=(-H "$host")
 		selftests/qemu/vm.sh -n "$guests" -r "$rails" -t "$timeout" \
-			-o "$OUT/guest-$name" "$script" > "$OUT/guest-$name.tap" 2>&1
+			-o "$OUT/guest-$name" "${hopt[@]}" "$script" > "$OUT/guest-$name.tap" 2>&1
 		rc=$?
 		relay "$name/" < "$OUT/guest-$name.tap"
 		# vm.sh exits 2 on set-up errors before any guest ran: those

@@ -62,11 +62,20 @@ FAULT_NODE=1 drill "link down, receiver side" 16 \
 	"3:ip link set rail1 down" "5:ip link set rail1 up"
 FAULT_NODE=$NZ_NODE drill "blackhole, link up (100% loss)" 16 \
 	"3:tc qdisc add dev rail1 root netem loss 100%" "5:tc qdisc del dev rail1 root"
-flaps=()
-for t in 2.0 2.3 2.6 2.9 3.2 3.5 3.8 4.1 4.4 4.7; do
-	flaps+=("$t:ip link set rail1 down" "$(awk "BEGIN { print $t + 0.15 }"):ip link set rail1 up")
-done
-FAULT_NODE=0 drill "rail flapping every 300 ms" 24 "${flaps[@]}"
+# The host flaps rail1's carrier on guest 0 (failover_host.sh): ten times
+# 150 ms off, 150 ms on, from t=2 s.  Requests go by renaming a file.
+hostreq=0
+host_ask() {	# host_ask LINE: the drill command that asks the host for LINE
+	echo "echo '$1' > $NZ_RUN/.req.$hostreq && mv $NZ_RUN/.req.$hostreq $NZ_RUN/req.$hostreq"
+}
+FAULT_NODE=0 drill "rail flapping every 300 ms" 24 "2:$(host_ask 'flap 0 r1 10 150 150')"
+if [ "$NZ_NODE" = 0 ]; then
+	answer=$(cat "$NZ_RUN/done.$hostreq" 2>/dev/null)
+	[ "$answer" = ok ] && ok "rail flapping: the host flapped r1's carrier 10 times" ||
+		not_ok "rail flapping: the host flapped r1's carrier 10 times" \
+			"${answer:-no answer from the host (selftests/guest/failover_host.sh, vm.sh -H)}"
+	hostreq=$((hostreq + 1))
+fi
 FAULT_NODE=0 drill "nezhactl rail set down/up" 16 \
 	"3:$CTL rail set r1 down" "5:$CTL rail set r1 up"
 
