@@ -301,6 +301,21 @@ static ssize_t nz_conn_errors_show(struct kobject *k, struct kobj_attribute *a,
 static struct kobj_attribute nz_conn_attr_errors = __ATTR(errors, 0444,
 	nz_conn_errors_show, NULL);
 
+static ssize_t nz_conn_heartbeats_tx_show(struct kobject *k,
+					  struct kobj_attribute *a, char *buf)
+{
+	struct nz_conn *conn = to_nz_conn(k);
+	unsigned int n;
+
+	spin_lock_bh(&conn->peer->lock);
+	n = conn->hb_sent;
+	spin_unlock_bh(&conn->peer->lock);
+	return sysfs_emit(buf, "%u\n", n);
+}
+
+static struct kobj_attribute nz_conn_attr_heartbeats_tx =
+	__ATTR(heartbeats_tx, 0444, nz_conn_heartbeats_tx_show, NULL);
+
 /* The scheduler's estimates (sched.c), read consistently under the lock. */
 enum nz_est_field {
 	NZ_EST_STATE, NZ_EST_BW, NZ_EST_SRTT, NZ_EST_MIN_RTT, NZ_EST_START,
@@ -370,6 +385,7 @@ static struct attribute *nz_conn_attrs[] = {
 	&nz_conn_attr_state.attr,
 	&nz_conn_attr_inflight_bytes.attr,
 	&nz_conn_attr_errors.attr,
+	&nz_conn_attr_heartbeats_tx.attr,
 	&nz_conn_attr_sched_state.attr,
 	&nz_conn_attr_est_bw.attr,
 	&nz_conn_attr_srtt_us.attr,
