@@ -92,8 +92,11 @@ FAULT_NODE=0 drill "link down, sender side" 16 \
 	"3:ip link set rail1 down" "5:ip link set rail1 up"
 FAULT_NODE=1 drill "link down, receiver side" 16 \
 	"3:ip link set rail1 down" "5:ip link set rail1 up"
+# 3 s of loss, both guests: the receiver, whose path owes it nothing, counts
+# the failover only when a side's dead timer (1 s of silence) tears the
+# connection down, and each tc command takes up to a second to start here.
 FAULT_NODE=$NZ_NODE drill "blackhole, link up (100% loss)" 16 \
-	"3:tc qdisc add dev rail1 root netem loss 100%" "5:tc qdisc del dev rail1 root"
+	"3:tc qdisc add dev rail1 root netem loss 100%" "6:tc qdisc del dev rail1 root"
 # The host flaps rail1's carrier on guest 0 (failover_host.sh): ten times
 # 150 ms off, 150 ms on, from t=2 s.  Requests go by renaming a file.
 hostreq=0
