@@ -864,6 +864,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	bool blocked = READ_ONCE(conn->rx_blocked);
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
+	unsigned int rtt = 0, owed;
 	u64 waiting;
 
 	if (READ_ONCE(conn->state) != NZ_CONN_UP)
@@ -907,10 +908,11 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 			nz_peer_kick_all(p);
 		}
 	} else {
-		unsigned int quiet, rtt;
+		unsigned int quiet;
 
 		/* Our own stall is nobody's silence. */
 		conn->quiet_since += min(stall, now - conn->quiet_since);
+		conn->owed_since += min(stall, now - conn->owed_since);
 		quiet = jiffies_to_msecs(now - conn->quiet_since);
 		/*
 		 * Nor is a round trip longer than the time that makes a path
@@ -929,21 +931,33 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		conn->silent = quiet > rtt ? (quiet - rtt) / ms : 0;
 	}
 	/*
-	 * Half way to suspect, with chunks waiting for an answer: the other
-	 * rails stop queueing more (nz_sched_next_chunk()), so that these
-	 * chunks, if they must move, wait behind little there.
+	 * Only silence while chunks wait for an answer counts against a
+	 * path.  One that owes us nothing holds up no transfer, and a busy
+	 * receiver (whose paths carry only its ACKs back) saw them quiet for
+	 * 16-36 ms about once a second, a failover counted, logged and
+	 * announced each time.  Nor does the quiet before its chunks came: a
+	 * path quiet while it owed nothing had no reason to speak, and
+	 * judged on that, chunks moved to it were moved off again at the
+	 * next period, back and forth between two rails of a busy guest
+	 * until a transfer timed out (make check, 4 ranks on 2 guests).
 	 */
 	waiting = READ_ONCE(conn->inflight_bytes);
-	WRITE_ONCE(conn->doubt, !conn->suspect &&
-		   nz_health_doubt(conn->silent) && waiting);
+	owed = conn->silent;
+	if (!waiting) {
+		conn->owed_since = now;
+		owed = 0;
+	} else if (time_after(conn->owed_since, conn->quiet_since)) {
+		unsigned int w = jiffies_to_msecs(now - conn->owed_since);
+
+		owed = min(owed, w > rtt ? (w - rtt) / ms : 0);
+	}
 	/*
-	 * Suspect only with chunks waiting for an answer: a quiet path that
-	 * owes us nothing holds up no transfer, and a busy receiver (whose
-	 * paths carry only its ACKs back) saw them quiet for 16-36 ms about
-	 * once a second, a failover counted, logged and announced each
-	 * time.  Chunks put on it later find it silent at the next period.
+	 * Half way to suspect: the other rails stop queueing more
+	 * (nz_sched_next_chunk()), so that these chunks, if they must move,
+	 * wait behind little there.
 	 */
-	if (nz_health_suspect(conn->silent) && !conn->suspect && waiting &&
+	WRITE_ONCE(conn->doubt, !conn->suspect && nz_health_doubt(owed));
+	if (nz_health_suspect(owed) && !conn->suspect &&
 	    nz_conn_other_alive(conn)) {
 		WRITE_ONCE(conn->suspect, true);
 		nz_conn_suspect(conn);

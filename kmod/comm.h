@@ -187,6 +187,7 @@ struct nz_conn {
 	unsigned int silent;		/* heartbeat periods without arrival */
 	unsigned int hb_sent;		/* heartbeats queued, under peer->lock */
 	unsigned long quiet_since;	/* jiffies of the last arrival seen */
+	unsigned long owed_since;	/* jiffies: last run it owed nothing */
 	bool suspect;			/* silent too long: takes no chunks */
 	bool doubt;			/* silent a while, chunks unacknowledged */
 	bool rx_blocked;		/* transport holds back (budget full) */

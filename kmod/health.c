@@ -223,6 +223,7 @@ void nz_health_conn_up(struct nz_conn *conn)
 {
 	conn->silent = 0;
 	conn->quiet_since = jiffies;
+	conn->owed_since = jiffies;
 	conn->suspect = false;
 	conn->doubt = false;
 	conn->up_since = jiffies;
