@@ -10,13 +10,13 @@
  *    One on which nothing arrived (data, ACK or heartbeat) for half of
  *    hb_misses periods while chunks wait for an answer is in doubt: the
  *    other rails stop queueing more behind what they hold.  Silent for
- *    hb_misses periods, with chunks waiting for an answer and while
- *    another path to the same peer is alive, it becomes suspect: its
- *    unacknowledged chunks move to the other rails at once and it takes
- *    no new ones, but its socket stays; bytes arriving again re-admit it.  Silent for
- *    NZ_DEAD_FACTOR times longer (at least NZ_DEAD_MIN_MS), it is torn
- *    down and reconnected.  This
- *    is what catches a silent blackhole (packets dropped, link still up).
+ *    hb_misses periods, counted since chunks began to wait for an answer
+ *    on it, and while another path to the same peer is alive, it becomes
+ *    suspect: its unacknowledged chunks move to the other rails at once
+ *    and it takes no new ones, but its socket stays; bytes arriving again
+ *    re-admit it.  Silent for NZ_DEAD_FACTOR times longer (at least
+ *    NZ_DEAD_MIN_MS), it is torn down and reconnected.  This is what
+ *    catches a silent blackhole (packets dropped, link still up).
  *    Silence is time since the last arrival, so late runs still count; a
  *    stall of our own (a run more than NZ_STALL_MS late, as in a
  *    descheduled virtual machine) never counts as the path's silence.
