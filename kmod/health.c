@@ -281,6 +281,9 @@ static int nz_link_match_rail(struct nz_rail *rail, void *arg)
 
 	if (rail->ifindex != m->dev->ifindex || rail->net != dev_net(m->dev))
 		return 0;
+	/* A link that comes up may come up at another speed. */
+	if (m->up)
+		nz_rail_set_speed(rail, m->dev);
 	ev = kzalloc(sizeof(*ev), GFP_KERNEL);
 	if (!ev)
 		return 0;

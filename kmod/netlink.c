@@ -195,6 +195,7 @@ static int nz_nl_put_rail(struct sk_buff *skb, struct nz_rail *rail)
 	    nla_put_u32(skb, NZ_A_RAIL_WEIGHT, READ_ONCE(rail->weight)) ||
 	    nla_put_u32(skb, NZ_A_RAIL_STATE, nz_rail_state(rail)) ||
 	    nla_put_string(skb, NZ_A_RAIL_NETDEV, rail->netdev) ||
+	    nla_put_u32(skb, NZ_A_RAIL_SPEED, READ_ONCE(rail->speed_mbps)) ||
 	    nz_nl_put_rail_stats(skb, &rail->stats))
 		return -EMSGSIZE;
 	if (rail->ib_port &&

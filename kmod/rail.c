@@ -12,10 +12,12 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/ethtool.h>
 #include <linux/inetdevice.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/netdevice.h>
+#include <linux/rtnetlink.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/sysfs.h>
@@ -102,6 +104,30 @@ u32 nz_rail_state(const struct nz_rail *rail)
 	if (READ_ONCE(rail->failed))
 		return NZ_RAIL_FAILED;
 	return NZ_RAIL_UP;
+}
+
+void nz_rail_set_speed(struct nz_rail *rail, struct net_device *dev)
+{
+	struct ethtool_link_ksettings ks;
+	u32 speed = 0;
+
+	ASSERT_RTNL();
+	if (!__ethtool_get_link_ksettings(dev, &ks) &&
+	    ks.base.speed != SPEED_UNKNOWN)
+		speed = ks.base.speed;
+	WRITE_ONCE(rail->speed_mbps, speed);
+}
+
+/* The link speed of the rail's netdev, before the rail is published. */
+static void nz_rail_read_speed(struct nz_rail *rail)
+{
+	struct net_device *dev;
+
+	rtnl_lock();
+	dev = __dev_get_by_index(rail->net, rail->ifindex);
+	if (dev)
+		nz_rail_set_speed(rail, dev);
+	rtnl_unlock();
 }
 
 /* The transport of proto, with a reference on its module. */
@@ -320,6 +346,7 @@ int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
 	ret = nz_rail_check_endpoint(rail, extack);
 	if (ret)
 		goto out_unlock;
+	nz_rail_read_speed(rail);
 	ret = rail->ops->rail_start(rail);
 	if (ret == -EADDRINUSE) {
 		NL_SET_ERR_MSG(extack, "address and port are in use");
@@ -342,13 +369,14 @@ int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
 	mutex_unlock(&nz_rail_cfg_lock);
 
 	if (rail->ib_port)
-		pr_info("rail %s: %s dev %s ib-port %u netdev %s %pI4:%u weight %u\n",
+		pr_info("rail %s: %s dev %s ib-port %u netdev %s %pI4:%u weight %u speed %u Mbit/s\n",
 			rail->name, rail->ops->name, rail->dev, rail->ib_port,
-			rail->netdev, &rail->addr, rail->port, rail->weight);
+			rail->netdev, &rail->addr, rail->port, rail->weight,
+			rail->speed_mbps);
 	else
-		pr_info("rail %s: %s dev %s %pI4:%u weight %u\n", rail->name,
-			rail->ops->name, rail->dev, &rail->addr, rail->port,
-			rail->weight);
+		pr_info("rail %s: %s dev %s %pI4:%u weight %u speed %u Mbit/s\n",
+			rail->name, rail->ops->name, rail->dev, &rail->addr,
+			rail->port, rail->weight, rail->speed_mbps);
 	return 0;
 
 out_sysfs:
@@ -439,21 +467,33 @@ static void nz_rail_fill_info(struct nz_rail_info *info,
 	info->weight = READ_ONCE(rail->weight);
 	info->addr = rail->addr;
 	info->port = htons(rail->port);
+	info->speed_mbps = READ_ONCE(rail->speed_mbps);
 }
 
 int nz_rail_list(struct nz_rail_info *out, u32 cap, u32 *count)
 {
+	struct net_device *dev;
 	u32 i, n = 0;
 
+	/*
+	 * RTNL first, as the netdev notifier holds it when it walks the
+	 * rails: the speed is read afresh for the job about to use it (a
+	 * speed set with ethtool sends no notification).
+	 */
+	rtnl_lock();
 	mutex_lock(&nz_rail_lock);
 	for (i = 0; i < NZ_MAX_RAILS; i++) {
 		if (!nz_rails[i])
 			continue;
+		dev = __dev_get_by_index(nz_rails[i]->net, nz_rails[i]->ifindex);
+		if (dev)
+			nz_rail_set_speed(nz_rails[i], dev);
 		if (n < cap)
 			nz_rail_fill_info(&out[n], nz_rails[i]);
 		n++;
 	}
 	mutex_unlock(&nz_rail_lock);
+	rtnl_unlock();
 	*count = n;
 	return 0;
 }

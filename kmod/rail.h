@@ -52,8 +52,9 @@ struct nz_rail_cfg {
 };
 
 /*
- * Every field but weight, admin_down, failed, dead, priv and stats is set
- * before the rail is published in the table and never changes afterwards.
+ * Every field but weight, speed_mbps, admin_down, failed, dead, priv and
+ * stats is set before the rail is published in the table and never
+ * changes afterwards.
  */
 struct nz_rail {
 	char name[NZ_RAIL_NAME_LEN];
@@ -69,6 +70,7 @@ struct nz_rail {
 	__be32 addr;
 	u16 port;			/* host order */
 	u32 weight;			/* read locklessly: READ_ONCE */
+	u32 speed_mbps;			/* netdev link speed, 0 = unknown */
 	bool admin_down;		/* read locklessly: READ_ONCE */
 	bool failed;			/* no listener (device gone): READ_ONCE */
 	bool dead;			/* deleted; no new connections */
@@ -91,6 +93,8 @@ int nz_rail_set(const char *name, const u32 *weight, const bool *admin_up);
 struct nz_rail *nz_rail_get(const char *name);	/* takes a reference */
 void nz_rail_put(struct nz_rail *rail);
 u32 nz_rail_state(const struct nz_rail *rail);	/* enum nz_rail_state */
+/* Under RTNL: read the link speed of dev, the rail's netdev, into the rail. */
+void nz_rail_set_speed(struct nz_rail *rail, struct net_device *dev);
 /* 1..15 characters of [A-Za-z0-9_.-]; name must be NUL terminated. */
 bool nz_rail_name_valid(const char *name);
 /*

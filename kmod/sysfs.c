@@ -147,6 +147,7 @@ NZ_RAIL_ATTR(addr, "%pI4", &rail->addr);
 NZ_RAIL_ATTR(port, "%u", rail->port);
 NZ_RAIL_ATTR(weight, "%u", READ_ONCE(rail->weight));
 NZ_RAIL_ATTR(state, "%s", nz_rail_state_name(rail));
+NZ_RAIL_ATTR(speed_mbps, "%u", READ_ONCE(rail->speed_mbps));
 NZ_RAIL_ATTR(bytes_tx, "%lld", atomic64_read(&rail->stats.bytes_tx));
 NZ_RAIL_ATTR(bytes_rx, "%lld", atomic64_read(&rail->stats.bytes_rx));
 NZ_RAIL_ATTR(chunks_tx, "%lld", atomic64_read(&rail->stats.chunks_tx));
@@ -168,6 +169,7 @@ static struct attribute *nz_rail_info_attrs[] = {
 	&nz_rail_attr_port.attr,
 	&nz_rail_attr_weight.attr,
 	&nz_rail_attr_state.attr,
+	&nz_rail_attr_speed_mbps.attr,
 	NULL,
 };
 
@@ -369,6 +371,16 @@ static ssize_t nz_conn_##_name##_show(struct kobject *k,		\
 static struct kobj_attribute nz_conn_attr_##_name = __ATTR(_name, 0444, \
 	nz_conn_##_name##_show, NULL)
 
+/* The communicator's chunk unit, the same on every connection of it. */
+static ssize_t nz_conn_chunk_unit_show(struct kobject *k,
+				       struct kobj_attribute *a, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", to_nz_conn(k)->peer->comm->unit);
+}
+
+static struct kobj_attribute nz_conn_attr_chunk_unit =
+	__ATTR(chunk_unit, 0444, nz_conn_chunk_unit_show, NULL);
+
 NZ_CONN_ATTR_EST(sched_state, NZ_EST_STATE);
 NZ_CONN_ATTR_EST(est_bw, NZ_EST_BW);
 NZ_CONN_ATTR_EST(srtt_us, NZ_EST_SRTT);
@@ -386,6 +398,7 @@ static struct attribute *nz_conn_attrs[] = {
 	&nz_conn_attr_inflight_bytes.attr,
 	&nz_conn_attr_errors.attr,
 	&nz_conn_attr_heartbeats_tx.attr,
+	&nz_conn_attr_chunk_unit.attr,
 	&nz_conn_attr_sched_state.attr,
 	&nz_conn_attr_est_bw.attr,
 	&nz_conn_attr_srtt_us.attr,

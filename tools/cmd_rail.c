@@ -302,7 +302,7 @@ struct nzctl_rail {
 	char name[NZ_RAIL_NAME_LEN];
 	char dev[64];
 	char netdev[64];
-	uint32_t id, proto, weight, state, ib_port;
+	uint32_t id, proto, weight, state, ib_port, speed;
 	int64_t gid_index;		/* -1: not configured */
 	uint32_t addr;			/* network order */
 	uint16_t port;
@@ -355,6 +355,7 @@ static int nzctl_rail_attr_cb(const struct nlattr *attr, void *data)
 	case NZ_A_RAIL_WEIGHT:
 	case NZ_A_RAIL_STATE:
 	case NZ_A_RAIL_ADDR:
+	case NZ_A_RAIL_SPEED:
 		if (mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
 			break;
 		if (type == NZ_A_RAIL_ID)
@@ -365,6 +366,8 @@ static int nzctl_rail_attr_cb(const struct nlattr *attr, void *data)
 			r->weight = mnl_attr_get_u32(attr);
 		else if (type == NZ_A_RAIL_STATE)
 			r->state = mnl_attr_get_u32(attr);
+		else if (type == NZ_A_RAIL_SPEED)
+			r->speed = mnl_attr_get_u32(attr);
 		else
 			r->addr = mnl_attr_get_u32(attr);
 		break;
@@ -441,10 +444,11 @@ static void nzctl_rail_show_peers(const char *rail)
  *     tx 123 bytes 4 chunks  rx 0 bytes 0 chunks  errors 0 refused 0
  * RDMA rails name their device's port and netdev (and a GID, if given):
  * 1: r1 rdma dev rxe0 ib-port 1 netdev eth1 10.77.1.1:7470 weight 100 ...
+ * A link that reports its speed adds it: "... conns 1 speed 40 Mbit/s".
  */
 static int nzctl_rail_show_cb(const struct nlmsghdr *nlh, void *data)
 {
-	char addr[INET_ADDRSTRLEN], rdma[160] = "";
+	char addr[INET_ADDRSTRLEN], rdma[160] = "", speed[32] = "";
 	struct nzctl_rail r;
 
 	(void)data;
@@ -459,11 +463,14 @@ static int nzctl_rail_show_cb(const struct nlmsghdr *nlh, void *data)
 	else if (r.ib_port)
 		snprintf(rdma, sizeof(rdma), " ib-port %" PRIu32 " netdev %s",
 			 r.ib_port, r.netdev);
+	if (r.speed)
+		snprintf(speed, sizeof(speed), " speed %" PRIu32 " Mbit/s", r.speed);
 	printf("%" PRIu32 ": %s %s dev %s%s %s:%u weight %" PRIu32
-	       " state %s conns %" PRIu64 "\n",
+	       " state %s conns %" PRIu64 "%s\n",
 	       r.id, r.name, NZCTL_NAME(nzctl_proto_names, r.proto), r.dev,
 	       rdma, addr, r.port, r.weight,
-	       NZCTL_NAME(nzctl_state_names, r.state), r.stats[NZ_RSTAT_CONNS]);
+	       NZCTL_NAME(nzctl_state_names, r.state), r.stats[NZ_RSTAT_CONNS],
+	       speed);
 	printf("    tx %" PRIu64 " bytes %" PRIu64 " chunks  rx %" PRIu64
 	       " bytes %" PRIu64 " chunks  errors %" PRIu64 " refused %" PRIu64
 	       "\n",

@@ -9,7 +9,7 @@ SYS=/sys/class/nezha/nezha
 check "insmod nezha.ko" nz_load
 check "/dev/nezha is a char device" test -c /dev/nezha
 check "/dev/nezha mode is 0660 by default" test "$(stat -c %a /dev/nezha)" = 660
-check "sysfs: abi_version is 1" test "$(cat $SYS/abi_version 2>&1)" = 1
+check "sysfs: abi_version is 2" test "$(cat $SYS/abi_version 2>&1)" = 2
 missing=
 for f in release features open_files inflight stats/opens stats/cmds_submitted \
 	 stats/cmds_completed stats/cmds_failed stats/cmds_rejected stats/cmds_cancelled; do
@@ -19,7 +19,7 @@ done
 check "sysfs: every statistics file holds one number" \
 	sh -c "for f in $SYS/stats/*; do grep -qxE '[0-9]+' \$f || exit 1; done"
 check "nezhactl version names the module release" \
-	sh -c "$CTL version | grep -qF 'module nezha $(cat $SYS/release), abi 1'"
+	sh -c "$CTL version | grep -qF 'module nezha $(cat $SYS/release), abi 2'"
 
 run_tap uring "$NZ_BIN/guest/nz_uring"
 

@@ -83,7 +83,8 @@ import ctypes, fcntl, os, socket, struct, sys
 cap = int(sys.argv[1]) if len(sys.argv) > 1 else 8
 rsvd = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 IOC = (3 << 30) | (16 << 16) | (0xE7 << 8) | 0x01   # _IOWR(0xE7, 1, 16 bytes)
-buf = ctypes.create_string_buffer(b"\xa5" * (40 * 8), 40 * 8)
+SZ = 48                                             # struct nz_rail_info
+buf = ctypes.create_string_buffer(b"\xa5" * (SZ * 8), SZ * 8)
 arg = bytearray(struct.pack("=IIQ", cap, rsvd, ctypes.addressof(buf)))
 fd = os.open("/dev/nezha", os.O_RDWR)
 try:
@@ -94,13 +95,13 @@ except OSError as e:
 count = struct.unpack_from("=I", arg)[0]
 out = [str(count)]
 for i in range(min(cap, count)):
-    name, rid, proto, state, weight, addr, port, rsvd2 = \
-        struct.unpack_from("=16sIIII4sHH", buf.raw, 40 * i)
-    out.append("%s@%d:%s:%d:%d:%d:%d:%d" % (name.rstrip(b"\0").decode(), rid,
-               socket.inet_ntoa(addr), socket.ntohs(port), weight, state,
-               proto, rsvd2))
+    name, rid, proto, state, weight, addr, port, rsvd, speed, rsvd2 = \
+        struct.unpack_from("=16sIIII4sHHII", buf.raw, SZ * i)
+    out.append("%s@%d:%s:%d:%d:%d:%d:%d:%d:%d" % (name.rstrip(b"\0").decode(),
+               rid, socket.inet_ntoa(addr), socket.ntohs(port), weight, state,
+               proto, rsvd, speed, rsvd2))
 # Entries past count (or cap) must be left alone.
-untouched = buf.raw[40 * min(cap, count):] == b"\xa5" * (40 * (8 - min(cap, count)))
+untouched = buf.raw[SZ * min(cap, count):] == b"\xa5" * (SZ * (8 - min(cap, count)))
 print(" ".join(out), "untouched" if untouched else "OVERWRITTEN")
 EOF
 }
@@ -149,7 +150,7 @@ $zero_stats" "$CTL" rail show r0
 bad=
 for ((i = 0; i < nrails; i++)); do
 	for kv in "id=$i" proto=tcp "dev=${ifs[i]}" "addr=${addrs[i]}" port=$PORT \
-		  weight=100 state=up stats/bytes_tx=0 stats/bytes_rx=0 \
+		  weight=100 state=up speed_mbps=0 stats/bytes_tx=0 stats/bytes_rx=0 \
 		  stats/chunks_tx=0 stats/chunks_rx=0 stats/errors=0 \
 		  stats/handshakes_refused=0 stats/conns=0 stats/failovers=0 \
 		  stats/chunks_resent=0 stats/last_failover_ms=0; do
@@ -159,7 +160,7 @@ for ((i = 0; i < nrails; i++)); do
 done
 [ -z "$bad" ] && ok "sysfs: every rail file holds its value" || not_ok "sysfs: every rail file holds its value" "$bad"
 check_eq "sysfs: exactly the documented rail files" \
-	"addr dev id port proto state stats/bytes_rx stats/bytes_tx stats/chunks_resent stats/chunks_rx stats/chunks_tx stats/conns stats/errors stats/failovers stats/handshakes_refused stats/last_failover_ms weight" \
+	"addr dev id port proto speed_mbps state stats/bytes_rx stats/bytes_tx stats/chunks_resent stats/chunks_rx stats/chunks_tx stats/conns stats/errors stats/failovers stats/handshakes_refused stats/last_failover_ms weight" \
 	sh -c "cd $SYS/rail-r0 && find . -type f ! -name uevent ! -path './power/*' | sed 's|^\./||' | sort | tr '\n' ' ' | sed 's/ \$//'"
 check "sysfs: rail files are read-only, readable by all" \
 	sh -c "! find $SYS/rail-r0/ -type f ! -name uevent ! -path '*/power/*' ! -perm 0444 | grep -q ."
@@ -168,10 +169,11 @@ check "sysfs: readable by an unprivileged user" "${NOBODY[@]}" cat "$SYS/rail-r0
 # --- the ioctl ------------------------------------------------------------------
 
 want="$nrails"
-for ((i = 0; i < nrails; i++)); do want+=" r$i@$i:${addrs[i]}:$PORT:100:1:1:0"; done
+# The NICs of the test suites report no link speed (vm.sh without -s): 0.
+for ((i = 0; i < nrails; i++)); do want+=" r$i@$i:${addrs[i]}:$PORT:100:1:1:0:0:0"; done
 check_eq "NZ_IOC_RAIL_LIST lists every rail" "$want untouched" ioc_list 8
 check_eq "NZ_IOC_RAIL_LIST with no room reports the count only" "$nrails untouched" ioc_list 0
-check_eq "NZ_IOC_RAIL_LIST with room for one" "$nrails r0@0:${addrs[0]}:$PORT:100:1:1:0 untouched" ioc_list 1
+check_eq "NZ_IOC_RAIL_LIST with room for one" "$nrails r0@0:${addrs[0]}:$PORT:100:1:1:0:0:0 untouched" ioc_list 1
 check_eq "NZ_IOC_RAIL_LIST rejects a non-zero reserved field" "errno 22" ioc_list 8 1
 
 # --- listeners ------------------------------------------------------------------

@@ -29,7 +29,7 @@
 #define NZ_DEVICE_PATH		"/dev/nezha"
 
 /* Bumped on any incompatible ABI change; features are additive bits. */
-#define NZ_ABI_VERSION		1
+#define NZ_ABI_VERSION		2
 
 /* Feature bits reported by NZ_CMD_VERSION / NZ_IOC_VERSION. */
 #define NZ_FEAT_NOP		(1ULL << 0)	/* NZ_CMD_NOP */
@@ -156,6 +156,8 @@ struct nz_rail_info {
 	__be32	addr;		/* IPv4 address the rail listens on */
 	__be16	port;		/* its TCP port (network order) */
 	__u16	rsvd;
+	__u32	speed_mbps;	/* its netdev's link speed, 0 = unknown */
+	__u32	rsvd2;
 };
 
 /*

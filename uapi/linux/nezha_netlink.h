@@ -52,7 +52,8 @@
  *            NZ_A_RAIL_DEV, NZ_A_RAIL_IFINDEX u32, NZ_A_RAIL_ADDR,
  *            NZ_A_RAIL_PORT, NZ_A_RAIL_WEIGHT, NZ_A_RAIL_STATE u32
  *            (enum nz_rail_state), NZ_A_RAIL_STATS nested NZ_RSTAT_* u64,
- *            NZ_A_RAIL_NETDEV; RDMA rails also NZ_A_RAIL_IBPORT and, when
+ *            NZ_A_RAIL_NETDEV, NZ_A_RAIL_SPEED u32 (the netdev's link
+ *            speed in Mbit/s, 0 = unknown); RDMA rails also NZ_A_RAIL_IBPORT and, when
  *            configured, NZ_A_RAIL_GID_INDEX
  *
  * NZ_CMD_HEALTH_GET (doit, no attributes) / NZ_CMD_HEALTH_SET (CAP_NET_ADMIN)
@@ -130,6 +131,7 @@ enum nz_genl_attr {
 	NZ_A_RAIL_NETDEV,	/* string */
 	NZ_A_RAIL_IBPORT,	/* u32 */
 	NZ_A_RAIL_GID_INDEX,	/* u32 */
+	NZ_A_RAIL_SPEED,	/* u32: link speed, Mbit/s, 0 = unknown */
 	__NZ_A_MAX,
 };
 #define NZ_A_MAX (__NZ_A_MAX - 1)
