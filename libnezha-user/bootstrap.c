@@ -49,7 +49,7 @@
  */
 #define NZI_VERDICT_GRACE_MS	500
 #define NZI_REASON_MAX		240
-#define NZI_WELCOME_FIXED	(8 + NZ_SECRET_LEN + 8)
+#define NZI_WELCOME_FIXED	(8 + NZ_SECRET_LEN + 12)
 #define NZI_ADDR_LEN		8
 
 int64_t nzi_now_ms(void)
@@ -134,7 +134,8 @@ static void nzi_copy_name(char *dst, const char *src)
 }
 
 size_t nzi_boot_encode_hello(uint8_t *buf, int rank, int size,
-			     const struct nzi_rail *rails, unsigned int nrails)
+			     const struct nzi_rail *rails, unsigned int nrails,
+			     unsigned int unit)
 {
 	uint8_t *p = buf + NZI_BOOT_HDR_LEN;
 
@@ -143,11 +144,12 @@ size_t nzi_boot_encode_hello(uint8_t *buf, int rank, int size,
 	put_be32(p, (uint32_t)rank);
 	put_be32(p + 4, (uint32_t)size);
 	put_be32(p + 8, nrails);
-	put_be32(p + 12, 0);
+	put_be32(p + 12, unit);
 	p += 16;
 	for (unsigned int i = 0; i < nrails; i++, p += NZI_BOOT_RAIL_LEN) {
 		nzi_copy_name((char *)p, rails[i].name);
 		put_addr(p + NZ_RAIL_NAME_LEN, rails[i].addr, rails[i].port);
+		put_be32(p + NZ_RAIL_NAME_LEN + 8, rails[i].speed_mbps);
 	}
 	put_hdr(buf, NZI_BOOT_HELLO, (uint32_t)(p - buf - NZI_BOOT_HDR_LEN));
 	return (size_t)(p - buf);
@@ -269,6 +271,7 @@ int nzi_boot_slots(struct nzi_boot_job *job, unsigned int size,
 	job->size = size;
 	job->nrails = n;
 	job->addrs = NULL;
+	job->min_speed_mbps = 0;
 	if (!n)
 		return 0;
 	job->addrs = calloc((size_t)size * n, sizeof(*job->addrs));
@@ -284,9 +287,26 @@ int nzi_boot_slots(struct nzi_boot_job *job, unsigned int size,
 
 			a->addr = rails[r][k].addr;
 			a->port = rails[r][k].port;
+			if (rails[r][k].speed_mbps &&
+			    (!job->min_speed_mbps ||
+			     rails[r][k].speed_mbps < job->min_speed_mbps))
+				job->min_speed_mbps = rails[r][k].speed_mbps;
 		}
 	}
 	return 0;
+}
+
+unsigned int nzi_unit_for_speed(uint32_t mbps)
+{
+	/* Bytes the link carries in NZI_UNIT_CHUNK_US: mbps * us / 8. */
+	uint64_t bytes = (uint64_t)mbps * NZI_UNIT_CHUNK_US / 8;
+	unsigned int unit = NZI_UNIT_FLOOR;
+
+	if (!mbps)
+		return NZ_DEFAULT_UNIT;
+	while (unit < NZ_DEFAULT_UNIT && 2ull * unit <= bytes)
+		unit *= 2;
+	return unit;
 }
 
 void nzi_boot_job_free(struct nzi_boot_job *job)
@@ -417,6 +437,7 @@ struct nzi_pending {		/* a connection that has not said who it is */
 
 struct nzi_member {		/* a rank that has joined */
 	int fd;			/* -1: not (yet) there */
+	unsigned int unit;	/* the chunk unit it asked for, 0 = any */
 	unsigned int nrails;
 	struct nzi_rail rails[NZ_MAX_RAILS];
 	char from[64];
@@ -564,7 +585,7 @@ static int nzi_server_hello(struct nzi_server *s, unsigned int i)
 	struct nzi_pending *p = s->pend[i];
 	const uint8_t *b = p->buf + NZI_BOOT_HDR_LEN;
 	uint32_t rank = get_be32(b), size = get_be32(b + 4);
-	uint32_t nrails = get_be32(b + 8);
+	uint32_t nrails = get_be32(b + 8), unit = get_be32(b + 12);
 	struct nzi_member *m;
 	size_t len = get_be32(p->buf + 8);
 
@@ -576,6 +597,9 @@ static int nzi_server_hello(struct nzi_server *s, unsigned int i)
 				  rank, size);
 	if (nrails > NZ_MAX_RAILS || len != 16 + nrails * NZI_BOOT_RAIL_LEN)
 		return nzi_reject(s, i, EINVAL, "malformed rail list (%u rails)", nrails);
+	if (unit && !nzi_unit_ok(unit))
+		return nzi_reject(s, i, EINVAL, "chunk unit %u is not a power of two in %d..%d",
+				  unit, NZ_MIN_UNIT, NZ_MAX_UNIT);
 	m = &s->mem[rank];
 	if (m->fd >= 0)
 		return nzi_reject(s, i, EEXIST, "rank %u already joined from %s",
@@ -588,8 +612,10 @@ static int nzi_server_hello(struct nzi_server *s, unsigned int i)
 			return nzi_reject(s, i, EINVAL, "malformed or duplicate rail name in rail list");
 		memcpy(r->name, b, NZ_RAIL_NAME_LEN);
 		get_addr(b + NZ_RAIL_NAME_LEN, &r->addr, &r->port);
+		r->speed_mbps = get_be32(b + NZ_RAIL_NAME_LEN + 8);
 	}
 	m->nrails = nrails;
+	m->unit = unit;
 	m->fd = p->fd;
 	memcpy(m->from, p->from, sizeof(m->from));
 	s->joined++;
@@ -692,6 +718,35 @@ static int nzi_server_timeout(struct nzi_server *s)
 	return nzi_error(-ETIMEDOUT, "rendezvous: %s", reason);
 }
 
+/*
+ * The job's chunk unit: the one its ranks asked for, which must then be the
+ * same on every rank that asked, or one chosen from the slowest link.
+ */
+static int nzi_server_unit(struct nzi_server *s, struct nzi_boot_job *job)
+{
+	unsigned int size = (unsigned int)s->cfg->size, asked = 0, by = 0;
+	char reason[NZI_REASON_MAX];
+
+	s->mem[0].unit = s->cfg->unit;
+	for (unsigned int r = 0; r < size; r++) {
+		unsigned int u = s->mem[r].unit;
+
+		if (!u || u == asked)
+			continue;
+		if (!asked) {
+			asked = u;
+			by = r;
+			continue;
+		}
+		snprintf(reason, sizeof(reason), "ranks %u and %u ask for different chunk units (%u and %u bytes): pass the same nz_comm_opts.unit, or 0, on every rank",
+			 by, r, asked, u);
+		nzi_server_abort_all(s, EINVAL, reason);
+		return nzi_error(-EINVAL, "rendezvous: %s", reason);
+	}
+	job->unit = asked ? asked : nzi_unit_for_speed(job->min_speed_mbps);
+	return 0;
+}
+
 /* Every rank is here: compute the job and send it to everyone. */
 static int nzi_server_welcome(struct nzi_server *s, struct nzi_boot_job *job,
 			      int64_t deadline)
@@ -718,7 +773,9 @@ static int nzi_server_welcome(struct nzi_server *s, struct nzi_boot_job *job,
 		nzi_server_abort_all(s, ENODEV, reason);
 		return nzi_error(-ENODEV, "rendezvous: %s", reason);
 	}
-	ret = nzi_new_identity(job);
+	ret = nzi_server_unit(s, job);
+	if (!ret)
+		ret = nzi_new_identity(job);
 	if (ret)
 		return ret;
 
@@ -733,6 +790,7 @@ static int nzi_server_welcome(struct nzi_server *s, struct nzi_boot_job *job,
 	memcpy(p + 8, job->secret, NZ_SECRET_LEN);
 	put_be32(p + 8 + NZ_SECRET_LEN, size);
 	put_be32(p + 12 + NZ_SECRET_LEN, job->nrails);
+	put_be32(p + 16 + NZ_SECRET_LEN, job->unit);
 	p += NZI_WELCOME_FIXED;
 	for (unsigned int k = 0; k < job->nrails; k++, p += NZ_RAIL_NAME_LEN)
 		memcpy(p, job->rails[k], NZ_RAIL_NAME_LEN);
@@ -936,6 +994,9 @@ static int nzi_parse_welcome(const struct nzi_boot_cfg *cfg, const uint8_t *p,
 	    len != NZI_WELCOME_FIXED + nrails * NZ_RAIL_NAME_LEN +
 		   (size_t)size * nrails * NZI_ADDR_LEN)
 		goto bad;
+	job->unit = get_be32(p + 16 + NZ_SECRET_LEN);
+	if (!nzi_unit_ok(job->unit) || (cfg->unit && job->unit != cfg->unit))
+		goto bad;
 	job->job_id = get_be64(p);
 	memcpy(job->secret, p + 8, NZ_SECRET_LEN);
 	job->size = size;
@@ -971,7 +1032,7 @@ static int nzi_join(const struct nzi_boot_cfg *cfg, struct nzi_boot_job *job,
 	nzi_log(cfg->verbose, cfg->rank, "connected to rank 0 at %s:%d",
 		cfg->master_addr, cfg->master_port);
 	hlen = nzi_boot_encode_hello(hello, cfg->rank, cfg->size, cfg->rails,
-				     cfg->nrails);
+				     cfg->nrails, cfg->unit);
 	ret = nzi_xfer_all(fd, hello, hlen, verdict, true);
 	if (!ret)
 		ret = nzi_xfer_all(fd, hdr, sizeof(hdr), verdict, false);
@@ -1043,6 +1104,9 @@ static int nzi_boot_check(const struct nzi_boot_cfg *cfg)
 	if (cfg->nrails > NZ_MAX_RAILS || (cfg->nrails && !cfg->rails))
 		return nzi_error(-EINVAL, "rendezvous: %u rails (at most %d)",
 				 cfg->nrails, NZ_MAX_RAILS);
+	if (cfg->unit && !nzi_unit_ok(cfg->unit))
+		return nzi_error(-EINVAL, "rendezvous: chunk unit %u is not a power of two in %d..%d",
+				 cfg->unit, NZ_MIN_UNIT, NZ_MAX_UNIT);
 	for (unsigned int i = 0; i < cfg->nrails; i++)
 		if (!cfg->rails[i].name[0] ||
 		    !memchr(cfg->rails[i].name, 0, NZ_RAIL_NAME_LEN) ||
@@ -1076,6 +1140,8 @@ int nzi_bootstrap(const struct nzi_boot_cfg *cfg, struct nzi_boot_job *job)
 		unsigned int nrails[1] = { cfg->nrails };
 
 		ret = nzi_boot_slots(job, 1, rails, nrails);
+		job->unit = cfg->unit ? cfg->unit :
+			    nzi_unit_for_speed(job->min_speed_mbps);
 		if (!ret)
 			ret = nzi_new_identity(job);
 		if (ret)

@@ -63,6 +63,11 @@ int nz_comm_nrails(const struct nz_comm *comm)
 	return comm ? (int)comm->nrails : -EINVAL;
 }
 
+int nz_comm_unit(const struct nz_comm *comm)
+{
+	return comm ? (int)comm->unit : -EINVAL;
+}
+
 const char *nz_comm_rail_name(const struct nz_comm *comm, int slot)
 {
 	if (!comm || slot < 0 || (unsigned int)slot >= comm->nrails)
@@ -121,8 +126,8 @@ static int nzi_opts_check(const struct nz_comm_opts *o)
 				 o->rank, o->size - 1);
 	if (o->flags & ~NZ_COMM_FLAGS)
 		return nzi_error(-EINVAL, "comm: unknown flags 0x%x", o->flags & ~NZ_COMM_FLAGS);
-	if (o->unit && (o->unit < NZ_MIN_UNIT || o->unit > NZ_MAX_UNIT))
-		return nzi_error(-EINVAL, "comm: chunk unit %u is out of range (%d..%d)",
+	if (o->unit && !nzi_unit_ok(o->unit))
+		return nzi_error(-EINVAL, "comm: chunk unit %u is not a power of two in %d..%d",
 				 o->unit, NZ_MIN_UNIT, NZ_MAX_UNIT);
 	if (o->timeout_ms < 0)
 		return nzi_error(-EINVAL, "comm: negative timeout");
@@ -203,6 +208,7 @@ static int nzi_local_rails(struct nz_comm *c, const char *const *only,
 		memcpy(out[n].name, r->name, NZ_RAIL_NAME_LEN);
 		out[n].addr = r->addr;
 		out[n].port = r->port;
+		out[n].speed_mbps = r->speed_mbps;
 		n++;
 	}
 	for (; only && *only; only++) {
@@ -229,7 +235,7 @@ static int nzi_comm_create(struct nz_comm *c, const struct nz_comm_opts *o,
 	cc.rank = (uint32_t)o->rank;
 	cc.size = (uint32_t)o->size;
 	cc.nrails = job->nrails;
-	cc.unit = o->unit;
+	cc.unit = job->unit;
 	cc.timeout_ms = o->op_timeout_ms;
 	memcpy(cc.rails, job->rails, sizeof(cc.rails));
 	cc.addrs = (uint64_t)(uintptr_t)job->addrs;
@@ -312,12 +318,14 @@ int nz_comm_init(struct nz_comm **out, const struct nz_comm_opts *o)
 	cfg.master_port = o->master_port;
 	cfg.timeout_ms = timeout;
 	cfg.rails = rails;
+	cfg.unit = o->unit;
 	cfg.verbose = c->verbose;
 	ret = nzi_bootstrap(&cfg, &job);
 	if (ret)
 		goto out_close;
 	c->job_id = job.job_id;
 	c->nrails = job.nrails;
+	c->unit = job.unit;
 	memcpy(c->rails, job.rails, sizeof(c->rails));
 	if (job.nrails) {
 		ret = nzi_comm_create(c, o, &job);

@@ -35,6 +35,7 @@ struct nzi_rail {
 	char name[NZ_RAIL_NAME_LEN];	/* NUL terminated, non-empty */
 	uint32_t addr;			/* IPv4, network order */
 	uint16_t port;			/* network order */
+	uint32_t speed_mbps;		/* link speed, 0 = unknown */
 };
 
 struct nzi_boot_cfg {
@@ -45,6 +46,7 @@ struct nzi_boot_cfg {
 	int timeout_ms;			/* > 0: the whole rendezvous */
 	const struct nzi_rail *rails;	/* this rank's rails (input) */
 	unsigned int nrails;		/* 0..NZ_MAX_RAILS */
+	unsigned int unit;		/* chunk unit asked for, 0 = chosen */
 	bool verbose;
 };
 
@@ -56,6 +58,8 @@ struct nzi_boot_job {
 	unsigned int nrails;		/* rail slots: names on every rank */
 	char rails[NZ_MAX_RAILS][NZ_RAIL_NAME_LEN];	/* rank 0's order */
 	struct nz_comm_addr *addrs;	/* [rank * nrails + slot], malloc'd */
+	uint32_t min_speed_mbps;	/* slowest known link of the slots, 0 = none known */
+	unsigned int unit;		/* the job's chunk unit */
 	unsigned int rejected;		/* rank 0 only: connections dropped */
 };
 
@@ -73,28 +77,48 @@ void nzi_boot_job_free(struct nzi_boot_job *job);
 /*
  * The slot computation alone: the names present on every rank, in rank 0's
  * order, and the address table.  rails[r] / nrails[r] are rank r's rails.
- * Fills job->nrails, job->rails and job->addrs (malloc'd).
+ * Fills job->nrails, job->rails, job->addrs (malloc'd) and
+ * job->min_speed_mbps.
  */
 int nzi_boot_slots(struct nzi_boot_job *job, unsigned int size,
 		   const struct nzi_rail *const *rails,
 		   const unsigned int *nrails);
 
+/*
+ * The chunk unit of a job whose ranks asked for none: one chunk takes at
+ * most NZI_UNIT_CHUNK_US on the slowest link of the job's rails (a power of
+ * two, NZI_UNIT_FLOOR..NZ_DEFAULT_UNIT); NZ_DEFAULT_UNIT when no link
+ * reports its speed.  A rail's chunk is what a failover resends and what
+ * the survivor's queue holds ahead of it (Documentation/sched.rst).
+ */
+#define NZI_UNIT_CHUNK_US	4000
+#define NZI_UNIT_FLOOR		(16 * 1024)
+unsigned int nzi_unit_for_speed(uint32_t mbps);
+
+/* A chunk unit the module accepts: a power of two in NZ_MIN_UNIT..NZ_MAX_UNIT. */
+static inline bool nzi_unit_ok(unsigned int unit)
+{
+	return unit >= NZ_MIN_UNIT && unit <= NZ_MAX_UNIT && !(unit & (unit - 1));
+}
+
 /* Wire format of the rendezvous (all integers big endian). */
 #define NZI_BOOT_MAGIC		0x4e5a4253u	/* "NZBS" */
-#define NZI_BOOT_VERSION	1
+#define NZI_BOOT_VERSION	2
 #define NZI_BOOT_HDR_LEN	12	/* magic u32, version u16, type u16, len u32 */
-#define NZI_BOOT_RAIL_LEN	24	/* name[16], addr be32, port be16, rsvd u16 */
+#define NZI_BOOT_RAIL_LEN	28	/* name[16], addr be32, port be16, rsvd u16,
+					 * speed_mbps be32 */
 #define NZI_BOOT_HELLO_MAX	(NZI_BOOT_HDR_LEN + 16 + NZ_MAX_RAILS * NZI_BOOT_RAIL_LEN)
 
 enum nzi_boot_type {
-	NZI_BOOT_HELLO	 = 1,	/* rank -> rank 0: rank, size, rails */
-	NZI_BOOT_WELCOME = 2,	/* rank 0 -> rank: job id, secret, table */
+	NZI_BOOT_HELLO	 = 1,	/* rank -> rank 0: rank, size, rails, unit */
+	NZI_BOOT_WELCOME = 2,	/* rank 0 -> rank: job id, secret, unit, table */
 	NZI_BOOT_ABORT	 = 3,	/* rank 0 -> rank: errno and reason */
 };
 
 /* Encode a HELLO into buf (at least NZI_BOOT_HELLO_MAX); returns its length. */
 size_t nzi_boot_encode_hello(uint8_t *buf, int rank, int size,
-			     const struct nzi_rail *rails, unsigned int nrails);
+			     const struct nzi_rail *rails, unsigned int nrails,
+			     unsigned int unit);
 
 /* ---- Environment (bootstrap.c) ---- */
 
@@ -157,6 +181,7 @@ struct nz_comm {
 	uint32_t comm_id;
 	uint64_t features;	/* NZ_FEAT_* of the module */
 	uint64_t job_id;
+	unsigned int unit;		/* the job's chunk unit, bytes */
 	unsigned int nrails;
 	char rails[NZ_MAX_RAILS][NZ_RAIL_NAME_LEN];
 	bool verbose;

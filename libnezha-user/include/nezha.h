@@ -125,7 +125,8 @@ struct nz_comm_opts {
 	int master_port;	/* its TCP port, 1..65535 (size > 1) */
 	int timeout_ms;		/* bound of each set-up phase (rendezvous,
 				 * connections); 0 = NZ_DEFAULT_TIMEOUT_MS */
-	unsigned int unit;	/* chunk unit in bytes; 0 = module default */
+	unsigned int unit;	/* chunk unit in bytes, a power of two; 0 =
+				 * chosen from the rails' link speeds */
 	const char *const *rails; /* NULL, or a NULL-terminated list of
 				   * rail names to restrict the job to */
 	unsigned int flags;	/* NZ_COMM_F_* */
@@ -144,8 +145,8 @@ struct nz_comm_opts {
  * Join the job: open /dev/nezha, list the local rails (those up, with a
  * non-zero weight, and named in opts->rails if given), rendezvous, create
  * the communicator in the module and wait until every rail connection to
- * every peer is up.  Every rank of the job must call it with the same size,
- * master and unit.  size 1 is legal (no peers, no rendezvous).
+ * every peer is up.  Every rank of the job must call it with the same size
+ * and master, and the same unit or 0.  size 1 is legal (no peers, no rendezvous).
  * Returns 0 and *out, or a negative errno with nz_last_error() explaining:
  * -EINVAL bad options, -ENOENT module not loaded, -ETIMEDOUT a rank or a
  * rail connection missing at the timeout, -EEXIST rank taken, -ENODEV no
@@ -177,6 +178,15 @@ int nz_comm_size(const struct nz_comm *comm);
 /* Rail slots of the job and their names (NULL when slot is out of range). */
 int nz_comm_nrails(const struct nz_comm *comm);
 const char *nz_comm_rail_name(const struct nz_comm *comm, int slot);
+
+/*
+ * The job's chunk unit in bytes (-EINVAL for a NULL comm): the one asked
+ * for, or, when no rank asked, the largest power of two from 16 KiB to 64
+ * KiB that the slowest link of the job's rails carries in 4 ms (64 KiB
+ * when no link reports its speed).  Messages are cut into chunks of it,
+ * and a failed rail's chunks are resent whole.
+ */
+int nz_comm_unit(const struct nz_comm *comm);
 
 /* Change the bound of the blocking calls (<= 0: none).  Returns 0. */
 int nz_comm_set_wait_timeout(struct nz_comm *comm, int timeout_ms);

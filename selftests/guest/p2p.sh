@@ -24,6 +24,26 @@ MASTER_PORT=29500 run_tap p2p "$NZ_BIN/guest/nz_p2p"
 # sender; a quick peer that already left counts as connected.
 MASTER_PORT=29600 run_tap leave "$NZ_BIN/guest/nz_p2p" leave 100 1
 
+# The chunk unit comes from the slowest link of the job's rails: NICs that
+# say 40 Mbit/s (virtio-net takes a speed from ethtool) give 16 KiB chunks,
+# as 40 Mbit/s carries 20 KB in 4 ms.  Each rank reads the unit its module
+# uses and the speed its rails report while a job runs.  Then 10 Gbit/s:
+# 64 KiB again, as before this test and for the tests after it.
+unit_job() {	# unit_job PORT: "UNIT SPEED0 SPEED1" of a short job, or ""
+	local rd="cat /sys/class/nezha/rail-r0/peer-*/chunk_unit /sys/class/nezha/rail-r0/speed_mbps /sys/class/nezha/rail-r1/speed_mbps > $NZ_OUT/unit"
+	rm -f "$NZ_OUT/unit"
+	MASTER_PORT=$1 "$NZ_BIN/guest/nz_p2p" drill 1 "0.5:$rd" > "$NZ_OUT/unit.log" 2>&1 &&
+		tr '\n' ' ' < "$NZ_OUT/unit" | sed 's/ $//'
+}
+for ifc in $NZ_IFS; do ethtool -s "$ifc" speed 40 duplex full; done
+got=$(unit_job 29700)
+check "NICs at 40 Mbit/s: the job cuts 16 KiB chunks (unit, speeds: ${got:-none})" \
+	test "$got" = "16384 40 40"
+for ifc in $NZ_IFS; do ethtool -s "$ifc" speed 10000 duplex full; done
+got=$(unit_job 29701)
+check "NICs at 10 Gbit/s: the job cuts 64 KiB chunks (unit, speeds: ${got:-none})" \
+	test "$got" = "65536 10000 10000"
+
 # A hostile client against this guest's own rail r0 (each guest alone).
 modprobe -q algif_hash 2>/dev/null
 run_tap hostile "$NZ_BIN/guest/nz_hostile" r0 "$ADDR0" 7470

@@ -28,7 +28,7 @@ struct result {
 	int64_t elapsed_ms;
 	uint64_t job_id;
 	uint8_t secret[NZ_SECRET_LEN];
-	unsigned int size, nrails, rejected;
+	unsigned int size, nrails, rejected, unit;
 	char rails[NZ_MAX_RAILS][NZ_RAIL_NAME_LEN];
 	struct nz_comm_addr addrs[MAXP * NZ_MAX_RAILS];
 	char err[256];
@@ -36,8 +36,9 @@ struct result {
 
 struct proc {
 	int rank, size;
-	const char *rails;	/* space-separated names */
+	const char *rails;	/* space-separated names, each NAME[:MBPS] */
 	int delay_ms;		/* start this much later */
+	unsigned int unit;	/* chunk unit asked for, 0 = chosen */
 };
 
 static struct result *res;	/* MAXP entries, shared with the children */
@@ -70,10 +71,15 @@ static unsigned int make_rails(int rank, const char *spec, struct nzi_rail *out)
 	snprintf(buf, sizeof(buf), "%s", spec);
 	for (tok = strtok_r(buf, " ", &save); tok && n < NZ_MAX_RAILS;
 	     tok = strtok_r(NULL, " ", &save)) {
-		struct nz_comm_addr a = fake_addr(rank, tok);
+		char *speed = strchr(tok, ':');
+		struct nz_comm_addr a;
 
+		if (speed)
+			*speed++ = 0;
+		a = fake_addr(rank, tok);
 		memset(&out[n], 0, sizeof(out[n]));
 		snprintf(out[n].name, sizeof(out[n].name), "%s", tok);
+		out[n].speed_mbps = speed ? (uint32_t)atoi(speed) : 0;
 		out[n].addr = a.addr;
 		out[n].port = a.port;
 		n++;
@@ -101,7 +107,7 @@ static void child(int slot, const struct proc *p, int port, int timeout_ms)
 	struct nzi_boot_cfg cfg = {
 		.rank = p->rank, .size = p->size, .master_addr = "127.0.0.1",
 		.master_port = port, .timeout_ms = timeout_ms, .rails = rails,
-		.verbose = getenv("NZ_TEST_VERBOSE") != NULL,
+		.unit = p->unit, .verbose = getenv("NZ_TEST_VERBOSE") != NULL,
 	};
 	struct nzi_boot_job job;
 	struct result *r = &res[slot];
@@ -120,6 +126,7 @@ static void child(int slot, const struct proc *p, int port, int timeout_ms)
 		memcpy(r->secret, job.secret, sizeof(r->secret));
 		r->size = job.size;
 		r->nrails = job.nrails;
+		r->unit = job.unit;
 		memcpy(r->rails, job.rails, sizeof(r->rails));
 		if ((size_t)job.size * job.nrails <= MAXP * NZ_MAX_RAILS)
 			memcpy(r->addrs, job.addrs,
@@ -173,7 +180,7 @@ static int same_job(int ref, int n)
 		if (b->ret)
 			continue;
 		if (b->job_id != a->job_id || memcmp(b->secret, a->secret, NZ_SECRET_LEN) ||
-		    b->size != a->size || b->nrails != a->nrails ||
+		    b->size != a->size || b->nrails != a->nrails || b->unit != a->unit ||
 		    memcmp(b->rails, a->rails, sizeof(a->rails)) ||
 		    memcmp(b->addrs, a->addrs, a->size * a->nrails * sizeof(a->addrs[0])))
 			return 0;
@@ -248,22 +255,22 @@ static void test_formation(void)
 {
 	/* Rank 0 starts late: rank 1 retries until it listens. */
 	static const struct proc two[] = {
-		{ 0, 2, "eth0 eth1", 200 },
-		{ 1, 2, "eth1 eth0", 0 },
+		{ 0, 2, "eth0 eth1", 200, 0 },
+		{ 1, 2, "eth1 eth0", 0, 0 },
 	};
 	/* Rank 2 has no ib0: it is not a slot.  Rank 1 lists another order. */
 	static const struct proc three[] = {
-		{ 0, 3, "eth0 ib0 eth1", 0 },
-		{ 1, 3, "eth1 ib0 eth0", 0 },
-		{ 2, 3, "eth0 eth1", 0 },
+		{ 0, 3, "eth0 ib0 eth1", 0, 0 },
+		{ 1, 3, "eth1 ib0 eth0", 0, 0 },
+		{ 2, 3, "eth0 eth1", 0, 0 },
 	};
 	/* roce1 is missing on rank 4 only; eth1 only on rank 0. */
 	static const struct proc five[] = {
-		{ 0, 5, "ib0 roce1 eth0 eth1", 0 },
-		{ 1, 5, "eth0 ib0 roce1", 0 },
-		{ 2, 5, "roce1 ib0 eth0", 30 },
-		{ 3, 5, "eth0 roce1 ib0", 0 },
-		{ 4, 5, "ib0 eth0", 60 },
+		{ 0, 5, "ib0 roce1 eth0 eth1", 0, 0 },
+		{ 1, 5, "eth0 ib0 roce1", 0, 0 },
+		{ 2, 5, "roce1 ib0 eth0", 30, 0 },
+		{ 3, 5, "eth0 roce1 ib0", 0, 0 },
+		{ 4, 5, "ib0 eth0", 60, 0 },
 	};
 	int64_t t0 = nzi_now_ms();
 
@@ -279,15 +286,15 @@ static void test_formation(void)
 static void test_timeouts(void)
 {
 	static const struct proc missing2[] = {
-		{ 0, 3, "eth0", 0 },
-		{ 1, 3, "eth0", 0 },
+		{ 0, 3, "eth0", 0, 0 },
+		{ 1, 3, "eth0", 0, 0 },
 	};
 	static const struct proc no_root[] = {
-		{ 1, 2, "eth0", 0 },
+		{ 1, 2, "eth0", 0, 0 },
 	};
 	static const struct proc no_common[] = {
-		{ 0, 2, "eth0", 0 },
-		{ 1, 2, "ib0", 0 },
+		{ 0, 2, "eth0", 0, 0 },
+		{ 1, 2, "ib0", 0, 0 },
 	};
 
 	run_job(missing2, 2, free_port(), TMO);
@@ -365,16 +372,16 @@ static size_t hello(uint8_t *buf, int rank, int size)
 	struct nzi_rail r[1];
 
 	make_rails(rank, "eth0", r);
-	return nzi_boot_encode_hello(buf, rank, size, r, 1);
+	return nzi_boot_encode_hello(buf, rank, size, r, 1, 0);
 }
 
 static void test_strangers(void)
 {
 	static const struct proc job[] = {
-		{ 0, 3, "eth0", 0 },
-		{ 1, 3, "eth0", 600 },
-		{ 2, 3, "eth0", 600 },
-		{ 3, 4, "eth0", 100 },	/* a rank of a 4-rank job */
+		{ 0, 3, "eth0", 0, 0 },
+		{ 1, 3, "eth0", 600, 0 },
+		{ 2, 3, "eth0", 600, 0 },
+		{ 3, 4, "eth0", 100, 0 },	/* a rank of a 4-rank job */
 	};
 	uint8_t msg[NZI_BOOT_HELLO_MAX + 64];
 	int port = free_port(), idle, fd, e1, e2, e3, e4, e5;
@@ -424,13 +431,120 @@ static void test_strangers(void)
 	tap_ok(res[0].rejected >= 6, "rank 0 counted the dropped connections (%u)", res[0].rejected);
 }
 
+/* ---- Chunk units ---- */
+
+/* Run job; every rank must get unit (0: every rank must fail with -EINVAL). */
+static void check_unit(const char *what, const struct proc *procs, int n,
+		       unsigned int unit)
+{
+	int all = 1;
+
+	run_job(procs, n, free_port(), 3000);
+	for (int i = 0; i < n; i++) {
+		if (unit ? !res[i].ret && res[i].unit == unit :
+			   res[i].ret == -EINVAL && strstr(res[i].err, "chunk units"))
+			continue;
+		tap_diag("%s: rank %d: %d unit %u: %s", what, procs[i].rank,
+			 res[i].ret, res[i].unit, res[i].err);
+		all = 0;
+	}
+	if (unit)
+		tap_ok(all && same_job(0, n), "%s: unit %u on every rank", what, unit);
+	else
+		tap_ok(all, "%s: every rank fails with -EINVAL naming the chunk units", what);
+}
+
+static void test_units(void)
+{
+	static const struct { uint32_t mbps; unsigned int unit; } t[] = {
+		{ 0, 65536 }, { 1, 16384 }, { 40, 16384 }, { 65, 16384 },
+		{ 66, 32768 }, { 100, 32768 }, { 131, 32768 }, { 132, 65536 },
+		{ 1000, 65536 }, { 400000, 65536 },
+	};
+	/* The slowest known link of the slots: eth1 at 40 on rank 2. */
+	static const struct proc slowest[] = {
+		{ 0, 3, "eth0:1000 eth1:100", 0, 0 },
+		{ 1, 3, "eth1 eth0:1000", 0, 0 },
+		{ 2, 3, "eth0:25000 eth1:40", 0, 0 },
+	};
+	/* ib0 at 10 is on rank 0 only: not a slot, so it does not count. */
+	static const struct proc noslot[] = {
+		{ 0, 2, "eth0:1000 ib0:10", 0, 0 },
+		{ 1, 2, "eth0:1000", 0, 0 },
+	};
+	static const struct proc unknown[] = {
+		{ 0, 2, "eth0 eth1", 0, 0 },
+		{ 1, 2, "eth0 eth1", 0, 0 },
+	};
+	/* One rank asks: every rank gets it, whatever the speeds. */
+	static const struct proc asked[] = {
+		{ 0, 3, "eth0:40", 0, 0 },
+		{ 1, 3, "eth0:40", 0, 262144 },
+		{ 2, 3, "eth0:40", 0, 0 },
+	};
+	static const struct proc differ[] = {
+		{ 0, 2, "eth0:40", 0, 65536 },
+		{ 1, 2, "eth0:40", 0, 32768 },
+	};
+	struct nzi_rail rails[2];
+	struct nzi_boot_cfg cfg = { .rank = 0, .size = 1, .rails = rails };
+	struct nzi_boot_job job;
+	uint8_t msg[NZI_BOOT_HELLO_MAX];
+	int bad = 0, port, e;
+	size_t len;
+
+	for (unsigned int i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (nzi_unit_for_speed(t[i].mbps) != t[i].unit) {
+			tap_diag("%u Mbit/s: unit %u, want %u", t[i].mbps,
+				 nzi_unit_for_speed(t[i].mbps), t[i].unit);
+			bad++;
+		}
+	tap_ok(!bad, "nzi_unit_for_speed: 4 ms of the link, 16..64 KiB, 64 KiB unknown");
+	tap_ok(nzi_unit_ok(4096) && nzi_unit_ok(1 << 22) && !nzi_unit_ok(0) &&
+	       !nzi_unit_ok(2048) && !nzi_unit_ok(3 << 12) && !nzi_unit_ok(1 << 23),
+	       "nzi_unit_ok: powers of two in NZ_MIN_UNIT..NZ_MAX_UNIT");
+
+	check_unit("3 ranks, slowest slot link 40 Mbit/s", slowest, 3, 16384);
+	check_unit("a slow rail on one rank only", noslot, 2, 65536);
+	check_unit("no link reports its speed", unknown, 2, 65536);
+	check_unit("rank 1 asks for 256 KiB", asked, 3, 262144);
+	check_unit("ranks ask for different units", differ, 2, 0);
+
+	cfg.nrails = make_rails(0, "eth0:100 eth1:1000", rails);
+	e = nzi_bootstrap(&cfg, &job);
+	tap_ok(!e && job.unit == 32768, "size 1: the unit from the local rails (%d, %u)",
+	       e, e ? 0 : job.unit);
+	if (!e)
+		nzi_boot_job_free(&job);
+	cfg.unit = 8192;
+	e = nzi_bootstrap(&cfg, &job);
+	tap_ok(!e && job.unit == 8192, "size 1: the unit asked for (%d)", e);
+	if (!e)
+		nzi_boot_job_free(&job);
+	cfg.unit = 12288;
+	tap_ok(nzi_bootstrap(&cfg, &job) == -EINVAL, "a unit not a power of two -> EINVAL");
+
+	/* A hostile hello asking for a unit the module would refuse. */
+	{
+		static const struct proc one[] = { { 0, 2, "eth0", 0, 0 } };
+
+		port = free_port();
+		start_job(one, 1, port, 1500);
+		len = hello(msg, 1, 2);
+		put32(msg + NZI_BOOT_HDR_LEN + 12, 1000);
+		e = send_expect_abort(port, msg, len);
+		finish_job(1);
+		tap_ok(e == EINVAL, "a hello asking for a 1000-byte unit is told EINVAL (%d)", e);
+	}
+}
+
 static void test_duplicate(void)
 {
 	static const struct proc job[] = {
-		{ 0, 3, "eth0", 0 },
-		{ 1, 3, "eth0", 0 },
-		{ 1, 3, "eth0", 0 },	/* a second rank 1 */
-		{ 2, 3, "eth0", 500 },
+		{ 0, 3, "eth0", 0, 0 },
+		{ 1, 3, "eth0", 0, 0 },
+		{ 1, 3, "eth0", 0, 0 },	/* a second rank 1 */
+		{ 2, 3, "eth0", 500, 0 },
 	};
 	int ok1, dup;
 
@@ -647,6 +761,7 @@ int main(void)
 	test_formation();
 	test_duplicate();
 	test_strangers();
+	test_units();
 	test_timeouts();
 	tap_plan(tap_n);
 	return tap_exit();
