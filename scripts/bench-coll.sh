@@ -22,7 +22,7 @@ if ! scripts/setup-bench.sh; then
 	echo "# bench-coll: python3-torch is not usable here; the Gloo half will SKIP" >&2
 fi
 
-selftests/qemu/vm.sh -B -n 2 -r 2 -t "${NZ_BENCH_TIMEOUT:-1800}" -o "$out" \
+selftests/qemu/vm.sh -B -n 2 -r 2 -t "${NZ_BENCH_TIMEOUT:-1800}" -o "$out" -s "${NZ_RATE:-40mbit}" \
 	selftests/guest/bench_gloo.sh --rate "${NZ_RATE:-40mbit}" \
 	--iters "${NZ_BENCH_ITERS:-20}" --max "${NZ_BENCH_MAX:-64M}" \
 	--conc-size "${NZ_BENCH_CONC_SIZE:-16M}" --mtu "${NZ_MTU:-9000}"

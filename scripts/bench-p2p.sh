@@ -16,7 +16,7 @@ out=${NZ_OUT:-build/bench-p2p}
 rails=${NZ_BENCH_RAILS:-2}
 mkdir -p "$out"
 
-selftests/qemu/vm.sh -B -n 2 -r "$rails" -t "${NZ_BENCH_TIMEOUT:-900}" -o "$out" \
+selftests/qemu/vm.sh -B -n 2 -r "$rails" -t "${NZ_BENCH_TIMEOUT:-900}" -o "$out" -s "${NZ_RATE:-40mbit}" \
 	selftests/guest/bench_p2p.sh --rate "${NZ_RATE:-40mbit}" \
 	--secs "${NZ_BENCH_SECS:-10}" --size "${NZ_BENCH_SIZE:-64M}" \
 	--iters "${NZ_BENCH_ITERS:-3}"

@@ -26,7 +26,7 @@ echo
 echo "Booting 2 guests under QEMU (TCG: this takes a minute or two)..."
 echo
 
-selftests/qemu/vm.sh -n 2 -r 2 -t "${NZ_DEMO_TIMEOUT:-600}" -o "$out" \
+selftests/qemu/vm.sh -n 2 -r 2 -t "${NZ_DEMO_TIMEOUT:-600}" -o "$out" -s "${NZ_RATE:-40mbit}" \
 	selftests/guest/demo.sh "${NZ_RATE:-40mbit}" >"$out/vm.log" 2>&1 &
 vm=$!
 

@@ -4,11 +4,17 @@
 #
 # usage: selftests/qemu/vm.sh [-n GUESTS] [-r RAILS] [-t TIMEOUT_S] [-m MEM_MB]
 #            [-o OUTDIR] [-H HOST_SCRIPT] [-a "extra kernel cmdline"] [-B]
-#            GUEST_SCRIPT [ARGS...]
+#            [-s SPEED[,SPEED...]] GUEST_SCRIPT [ARGS...]
 #
 # -B (benchmarks): boot without the kernel's debugging allocator
 # (slub_debug), which the tests keep to catch memory errors but which
 # costs every allocation a stack walk: a benchmark would measure it.
+#
+# -s: the link speed each rail's NIC reports (QEMU's virtio-net speed=),
+# in Mbit/s or as tc writes it (40mbit, 1gbit); one value per rail, the
+# last one for the rest.  The guest scripts shape the rails (tbf); a NIC of
+# that speed tells the guest its speed as a real one does, and libnezha
+# sizes its chunks from it.  Without -s the NICs report no speed.
 #
 # Output: TAP lines ("ok - g0: ..." / "not ok - g0: ..."), "# " comments.
 # Exit status: 0 when no line was "not ok" (but for "# TODO"), 1 otherwise,
@@ -19,7 +25,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 
 usage() {
-	sed -n 's/^# \{0,1\}//; 4,11p' "${BASH_SOURCE[0]}" >&2
+	sed -n 's/^# \{0,1\}//; 4,17p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 die() {
@@ -30,9 +36,9 @@ comment() { sed 's/^/# /'; }
 # Console text as plain lines: no CRs, terminal escapes or blank lines.
 console_text() { sed 's/\r//g; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1b[a-z]//g; /^[[:space:]]*$/d' "$@"; }
 
-nodes=2 rails=2 timeout=300 mem=768 outdir='' host_script='' extra_cmdline=''
+nodes=2 rails=2 timeout=300 mem=768 outdir='' host_script='' extra_cmdline='' speeds=''
 slub_debug=FZPU
-while getopts n:r:t:m:o:H:a:Bh opt; do
+while getopts n:r:t:m:o:H:a:Bs:h opt; do
 	case $opt in
 	n) nodes=$OPTARG ;;
 	r) rails=$OPTARG ;;
@@ -42,6 +48,7 @@ while getopts n:r:t:m:o:H:a:Bh opt; do
 	H) host_script=$OPTARG ;;
 	a) extra_cmdline=$OPTARG ;;
 	B) slub_debug='' ;;
+	s) speeds=$OPTARG ;;
 	*) usage ;;
 	esac
 done
@@ -57,6 +64,16 @@ in_range "$nodes" 1 200 || die "-n: 1..200 guests"
 in_range "$rails" 1 16 || die "-r: 1..16 rails"
 in_range "$timeout" 1 999999 || die "-t: a number of seconds"
 in_range "$mem" 128 65536 || die "-m: MiB, 128..65536"
+IFS=, read -r -a speed <<<"$speeds"
+for ((r = 0; r < ${#speed[@]}; r++)); do
+	s=${speed[r],,}
+	case $s in
+	*gbit) s=${s%gbit}000 ;;
+	*mbit) s=${s%mbit} ;;
+	esac
+	in_range "$s" 1 999999 || die "-s: link speeds (40, 40mbit, 1gbit), comma separated"
+	speed[r]=$s
+done
 [ "$(id -u)" -eq 0 ] || die "must run as root (network namespace, tap devices)"
 
 # Paths end up in QEMU options and on the kernel command line.
@@ -335,8 +352,13 @@ for ((g = 0; g < nodes; g++)); do
 		-serial "file:$outdir/guest$g.result"
 		-monitor "unix:$outdir/guest$g.mon,server=on,wait=off")
 	for ((r = 0; r < rails; r++)); do
+		link=''
+		if [ ${#speed[@]} -gt 0 ]; then
+			s=${speed[r]:-${speed[-1]}}
+			link=",speed=$s,duplex=full"
+		fi
 		qemu+=(-netdev "tap,id=r$r,ifname=$(tap_name "$g" "$r"),script=no,downscript=no"
-			-device "virtio-net-pci,netdev=r$r,romfile=,mac=$(printf '52:54:00:00:%02x:%02x' "$r" "$g")")
+			-device "virtio-net-pci,netdev=r$r,romfile=,mac=$(printf '52:54:00:00:%02x:%02x' "$r" "$g")$link")
 	done
 	mkdir -p "$outdir/guest$g.out"
 	ip netns exec "$ns" "${qemu[@]}" </dev/null >"$outdir/guest$g.qemu.log" 2>&1 &
