@@ -17,6 +17,7 @@
 /* How long leaving waits for the acknowledgements it owes to go out. */
 #define NZ_FLUSH_MS		500
 #define NZ_HB_ECHO_EVERY	8	/* heartbeats per round-trip sample */
+#define NZ_SUSPECT_MIN_MS	500	/* suspect without an echo, at least */
 
 static LIST_HEAD(nz_comms);		/* every communicator, for accepts */
 static DEFINE_MUTEX(nz_comms_lock);
@@ -902,11 +903,6 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		if (time_after(last, conn->quiet_since))
 			conn->quiet_since = last;
 		conn->silent = 0;
-		if (conn->suspect) {
-			WRITE_ONCE(conn->suspect, false);
-			nz_health_event(conn, NZ_EV_CONN_UP, 0, 0);
-			nz_peer_kick_all(p);
-		}
 	} else {
 		unsigned int quiet;
 
@@ -941,6 +937,27 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	 * next period, back and forth between two rails of a busy guest
 	 * until a transfer timed out (make check, 4 ranks on 2 guests).
 	 */
+	/*
+	 * A suspect path is re-admitted when a heartbeat sent after it became
+	 * suspect comes back: a round trip that works now.  Not on any
+	 * arrival: frames sent before the fault still came in after it (a
+	 * busy guest read them from its NIC tens of ms late), and a path
+	 * dead one way only still carries the peer's frames to us.  Each such
+	 * arrival re-admitted a blackholed path, which then took chunks to
+	 * lose again 16 ms later, back and forth with the survivor (a 225 ms
+	 * gap with 16 KiB chunks, make bench-failover).  Should no echo come
+	 * while frames do, the arrivals re-admit it after NZ_SUSPECT_MIN_MS:
+	 * a path that is wrong, then, is suspect again at most that often.
+	 */
+	if (conn->suspect &&
+	    (READ_ONCE(conn->echo_ns) >= conn->suspect_ns ||
+	     (time_after(conn->quiet_since, conn->suspect_since) &&
+	      time_after(now, conn->suspect_since +
+			 msecs_to_jiffies(NZ_SUSPECT_MIN_MS))))) {
+		WRITE_ONCE(conn->suspect, false);
+		nz_health_event(conn, NZ_EV_CONN_UP, 0, 0);
+		nz_peer_kick_all(p);
+	}
 	waiting = READ_ONCE(conn->inflight_bytes);
 	owed = conn->silent;
 	if (!waiting) {
@@ -959,6 +976,8 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	WRITE_ONCE(conn->doubt, !conn->suspect && nz_health_doubt(owed));
 	if (nz_health_suspect(owed) && !conn->suspect &&
 	    nz_conn_other_alive(conn)) {
+		conn->suspect_ns = ktime_get_ns();
+		conn->suspect_since = now;
 		WRITE_ONCE(conn->suspect, true);
 		nz_conn_suspect(conn);
 	}
@@ -973,10 +992,12 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	/*
 	 * Frames went both ways within the period: each end has just seen
 	 * the other, a heartbeat would tell neither anything.  It would only
-	 * cost both CPUs a frame in the middle of the traffic.
+	 * cost both CPUs a frame in the middle of the traffic.  But a suspect
+	 * path sends one every period: only an echo re-admits it.
 	 */
 	period = msecs_to_jiffies(ms);
-	if (time_before(now, READ_ONCE(conn->tx_last) + period) &&
+	if (!conn->suspect &&
+	    time_before(now, READ_ONCE(conn->tx_last) + period) &&
 	    time_before(now, last + period))
 		return;
 	c = kzalloc(sizeof(*c), GFP_KERNEL);
@@ -990,8 +1011,12 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		conn->nctrl++;
 		if (!conn->inflight_bytes)
 			c->f.hb.seq = NZ_HB_IDLE;
-		/* A round-trip sample every NZ_HB_ECHO_EVERY heartbeats. */
-		if (!(conn->hb_sent++ % NZ_HB_ECHO_EVERY))
+		/*
+		 * A round-trip sample every NZ_HB_ECHO_EVERY heartbeats, and
+		 * every one while suspect: its echo re-admits the path.
+		 */
+		if (!(conn->hb_sent++ % NZ_HB_ECHO_EVERY) ||
+		    READ_ONCE(conn->suspect))
 			c->f.hb.seq |= NZ_HB_ECHO;
 		c = NULL;
 	}

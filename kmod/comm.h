@@ -189,6 +189,9 @@ struct nz_conn {
 	unsigned long quiet_since;	/* jiffies of the last arrival seen */
 	unsigned long owed_since;	/* jiffies: last run it owed nothing */
 	bool suspect;			/* silent too long: takes no chunks */
+	u64 suspect_ns;			/* ktime_get_ns() it became suspect */
+	unsigned long suspect_since;	/* the same, in jiffies */
+	u64 echo_ns;			/* sent at: newest heartbeat echoed */
 	bool doubt;			/* silent a while, chunks unacknowledged */
 	bool rx_blocked;		/* transport holds back (budget full) */
 	unsigned long up_since;		/* jiffies it came up */

@@ -13,8 +13,10 @@
  *    hb_misses periods, counted since chunks began to wait for an answer
  *    on it, and while another path to the same peer is alive, it becomes
  *    suspect: its unacknowledged chunks move to the other rails at once
- *    and it takes no new ones, but its socket stays; bytes arriving again
- *    re-admit it.  Silent for NZ_DEAD_FACTOR times longer (at least
+ *    and it takes no new ones, but its socket stays and sends a heartbeat
+ *    every period; the echo of one sent since re-admits it (not any
+ *    arrival: frames from before the fault come in late), or, without
+ *    an echo, arrivals after NZ_SUSPECT_MIN_MS (comm.c).  Silent for NZ_DEAD_FACTOR times longer (at least
  *    NZ_DEAD_MIN_MS), it is torn down and reconnected.  This is what
  *    catches a silent blackhole (packets dropped, link still up).
  *    Silence is time since the last arrival, so late runs still count; a

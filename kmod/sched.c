@@ -610,6 +610,9 @@ void nz_sched_rtt(struct nz_conn *conn, u64 ts_ns, u64 flags)
 		return;
 	us = max_t(u64, div_u64(now - ts_ns, NSEC_PER_USEC), 1);
 	spin_lock_bh(&p->lock);
+	/* The path carried a round trip that began then (health: suspect). */
+	if (ts_ns > conn->echo_ns)
+		WRITE_ONCE(conn->echo_ns, ts_ns);
 	e->srtt_us = e->srtt_us ? div_u64(7ULL * e->srtt_us + us, 8) : us;
 	if (flags & NZ_HB_IDLE) {
 		if (!e->min_rtt_stamp ||
