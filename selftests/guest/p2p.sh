@@ -177,12 +177,17 @@ check "health set misses 4 (the default) again" "$CTL" health set misses 4
 # and the default, never a failed transfer.
 TCPCC=/sys/module/nezha/parameters/tcp_cc
 cc_seen() {	# cc_seen NAME: wait for a rail connection using NAME
-	local t
+	local t n=0
 	for t in $(seq 100); do
-		ss -tinH state established '( sport = :7470 or dport = :7470 )' 2>/dev/null |
-			grep -qw "$1" && return 0
+		ss -tinH state established '( sport = :7470 or dport = :7470 )' \
+			> "$NZ_OUT/ss.txt" 2>&1
+		grep -qw "$1" "$NZ_OUT/ss.txt" && return 0
+		grep -q . "$NZ_OUT/ss.txt" && n=$((n + 1))
 		sleep 0.1
 	done
+	# Not seen: what ss showed last, and in how many polls it showed any.
+	echo "# $n polls saw rail connections; the last one:"
+	sed 's/^/#   /' "$NZ_OUT/ss.txt"
 	return 1
 }
 check "tcp_cc=reno accepted" sh -c "echo reno > $TCPCC"
