@@ -89,9 +89,9 @@ int nzi_boot_slots(struct nzi_boot_job *job, unsigned int size,
  * most NZI_UNIT_CHUNK_US on the slowest link of the job's rails (a power of
  * two, NZI_UNIT_FLOOR..NZ_DEFAULT_UNIT); NZ_DEFAULT_UNIT when no link
  * reports its speed.  A rail's chunk is what a failover resends and what
- * the survivor's queue holds ahead of it (Documentation/sched.rst).
+ * the survivor's queue holds ahead of it (libnezha.rst, "Chunk unit").
  */
-#define NZI_UNIT_CHUNK_US	4000
+#define NZI_UNIT_CHUNK_US	8000
 #define NZI_UNIT_FLOOR		(16 * 1024)
 unsigned int nzi_unit_for_speed(uint32_t mbps);
 

@@ -182,7 +182,7 @@ const char *nz_comm_rail_name(const struct nz_comm *comm, int slot);
 /*
  * The job's chunk unit in bytes (-EINVAL for a NULL comm): the one asked
  * for, or, when no rank asked, the largest power of two from 16 KiB to 64
- * KiB that the slowest link of the job's rails carries in 4 ms (64 KiB
+ * KiB that the slowest link of the job's rails carries in 8 ms (64 KiB
  * when no link reports its speed).  Messages are cut into chunks of it,
  * and a failed rail's chunks are resent whole.
  */

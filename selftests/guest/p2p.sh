@@ -25,8 +25,8 @@ MASTER_PORT=29500 run_tap p2p "$NZ_BIN/guest/nz_p2p"
 MASTER_PORT=29600 run_tap leave "$NZ_BIN/guest/nz_p2p" leave 100 1
 
 # The chunk unit comes from the slowest link of the job's rails: NICs that
-# say 40 Mbit/s (virtio-net takes a speed from ethtool) give 16 KiB chunks,
-# as 40 Mbit/s carries 20 KB in 4 ms.  Each rank reads the unit its module
+# say 40 Mbit/s (virtio-net takes a speed from ethtool) give 32 KiB chunks,
+# as 40 Mbit/s carries 40 KB in 8 ms.  Each rank reads the unit its module
 # uses and the speed its rails report while a job runs.  Then 10 Gbit/s:
 # 64 KiB again, as before this test and for the tests after it.
 unit_job() {	# unit_job PORT: "UNIT SPEED0 SPEED1" of a short job, or ""
@@ -37,8 +37,8 @@ unit_job() {	# unit_job PORT: "UNIT SPEED0 SPEED1" of a short job, or ""
 }
 for ifc in $NZ_IFS; do ethtool -s "$ifc" speed 40 duplex full; done
 got=$(unit_job 29700)
-check "NICs at 40 Mbit/s: the job cuts 16 KiB chunks (unit, speeds: ${got:-none})" \
-	test "$got" = "16384 40 40"
+check "NICs at 40 Mbit/s: the job cuts 32 KiB chunks (unit, speeds: ${got:-none})" \
+	test "$got" = "32768 40 40"
 for ifc in $NZ_IFS; do ethtool -s "$ifc" speed 10000 duplex full; done
 got=$(unit_job 29701)
 check "NICs at 10 Gbit/s: the job cuts 64 KiB chunks (unit, speeds: ${got:-none})" \
