@@ -400,6 +400,7 @@ static void nzb_header(const struct nzb_coll *b)
 	       nz_comm_nrails(b->comm), nz_comm_nrails(b->comm) == 1 ? "" : "s");
 	for (int s = 0; s < nz_comm_nrails(b->comm); s++)
 		printf(" %s", nz_comm_rail_name(b->comm, s));
+	printf(", chunk unit %d KiB", nz_comm_unit(b->comm) / 1024);
 	printf("\n# %u iterations after %u warm-up%s, %u at once, data check %s, algorithm %s\n",
 	       b->p.iters, b->p.warmup, b->p.stop_s ? " (fewer when slower than -t)" : "", b->p.conc,
 	       b->p.check ? "on" : "off",

@@ -346,6 +346,7 @@ static void nzb_header(const struct nzb_p2p *b, const char *fixed)
 	       b->nrails == 1 ? "" : "s");
 	for (int s = 0; s < b->nrails; s++)
 		printf(" %s", nz_comm_rail_name(b->comm, s));
+	printf(", chunk unit %d KiB", nz_comm_unit(b->comm) / 1024);
 	printf("\n# %u iterations after %u warm-up, window %s, data check %s, buffers %s\n",
 	       b->p.iters, b->p.warmup, b->p.window ? "fixed" : "auto (16 MiB, at most 64)",
 	       b->p.check ? "on" : "off", fixed);
