@@ -29,6 +29,7 @@ fbarrier() {	# fbarrier NAME: both guests reached NAME (files in NZ_RUN)
 
 # drill SYSTEM RAIL-TO-CUT RECV-CMD... -- SEND-CMD...
 gaps=()
+nbad=0
 drill() {
 	local sys=$1 cut=$2 out=$NZ_OUT/$1.$k.txt recv=() send=() cut_rail=${2#blackhole }
 	shift 2
@@ -60,6 +61,15 @@ drill() {
 	   ! grep -qE "rail $cut_rail: path to rank 1 (lost|silent)" "$NZ_RUN/dmesg.0.$k"; then
 		[ "$NZ_NODE" = 1 ] && not_ok "$sys drill $k: the sender saw no failover of $cut_rail"
 		g=999999
+	fi
+	# Every byte checked (nz_p2p gapmeter): none short, none wrong.
+	if [ "${sys%-bh}" = nezha ] && [ "$NZ_NODE" = 1 ]; then
+		local bad
+		bad=$(grep -o 'bad=[0-9]*' "$NZ_RUN/gap.$k" 2>/dev/null | cut -d= -f2)
+		if [ "${bad:-x}" != 0 ]; then
+			not_ok "$sys drill $k: ${bad:-unknown} messages short or corrupt"
+			nbad=$((nbad + 1))
+		fi
 	fi
 	gaps+=("${g:-999999}")
 	k=$((k + 1))
@@ -141,6 +151,7 @@ if [ "$NZ_NODE" = 1 ]; then
 	while read -r sys n med max rest; do
 		say "$(printf '%-8s %6s %8s %8s' "$sys" "$n" "$med" "$max")"
 	done < "$NZ_OUT/summary"
+	[ "$nbad" = 0 ] && ok "nezha, nezha-bh: every message of every drill arrived whole and intact"
 	for sys in nezha nezha-bh; do
 		read -r _ _ med max _ < <(grep "^$sys " "$NZ_OUT/summary")
 		[ "$med" -le 50 ] && ok "$sys: median gap <= 50 ms ($med)" || not_ok "$sys: median gap <= 50 ms ($med)"

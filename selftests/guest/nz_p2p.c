@@ -421,9 +421,11 @@ static int drill(struct nz_comm *c, int seconds, int nsched, char **sched)
 
 /*
  * "gapmeter STOPFILE": rank 0 streams 64 KiB messages, 16 in flight, until
- * STOPFILE exists, then an empty one; rank 1 receives them, 16 posted, and
- * prints the longest time between two completions after the first second
- * (gap_ms=).  The failover benchmark pulls a cable in the middle.
+ * STOPFILE exists, then an empty one; rank 1 receives them, 16 posted,
+ * checks every byte of each, and prints the longest time between two
+ * completions after the first second (gap_ms=) and the messages that were
+ * short or wrong (bad=).  The failover benchmark pulls a cable in the
+ * middle.
  */
 static int gapmeter(struct nz_comm *c, const char *stop)
 {
@@ -434,12 +436,14 @@ static int gapmeter(struct nz_comm *c, const char *stop)
 	uint8_t *buf = malloc(DEPTH * len);
 	double start = now_s(), last = start, gap = 0, deadline = start + 180;
 	double gap_at = 0;
-	uint64_t n = 0, bytes = 0;
+	uint64_t n = 0, bytes = 0, bad = 0;
 	int i, ret = 0, done = 0;
 
 	if (!buf)
 		return 1;
 	for (i = 0; i < DEPTH; i++) {
+		if (rank == 0)
+			fill(buf + i * len, len, (uint64_t)i + 1);
 		ret = rank == 0 ? nz_isend(c, buf + i * len, len, peer, 3, &req[i]) :
 			nz_irecv(c, buf + i * len, len, peer, 3, &req[i]);
 		if (ret)
@@ -464,11 +468,16 @@ static int gapmeter(struct nz_comm *c, const char *stop)
 				gap = t - last;
 				gap_at = last;
 			}
-			last = t;
+			/* Messages complete in order: this is message n. */
+			if (got != len || check(buf + i * len, len, n + 1) >= 0)
+				bad++;
+			last = now_s();
 			ret = nz_irecv(c, buf + i * len, len, peer, 3, &req[i]);
 		} else {
 			bool end = !access(stop, F_OK) || now_s() > deadline;
 
+			if (!end)
+				fill(buf + i * len, len, n + DEPTH + 1);
 			ret = nz_isend(c, buf + i * len, end ? 0 : len, peer, 3,
 				       &req[i]);
 			done = end;
@@ -479,7 +488,8 @@ static int gapmeter(struct nz_comm *c, const char *stop)
 		ret = nz_wait(req[(i + k - 1) % DEPTH], &st);
 	if (rank == 1)
 		printf("gap_ms=%.0f bytes=%" PRIu64 " messages=%" PRIu64
-		       " gap_from=%.3f\n", gap * 1000, bytes, n, gap_at);
+		       " bad=%" PRIu64 " gap_from=%.3f\n", gap * 1000, bytes, n,
+		       bad, gap_at);
 	free(buf);
 	return ret ? 1 : 0;
 }
