@@ -118,16 +118,15 @@ void nz_rail_set_speed(struct nz_rail *rail, struct net_device *dev)
 	WRITE_ONCE(rail->speed_mbps, speed);
 }
 
-/* The link speed of the rail's netdev, before the rail is published. */
+/* Under RTNL: read the link speed of the rail's netdev, if it is there. */
 static void nz_rail_read_speed(struct nz_rail *rail)
 {
 	struct net_device *dev;
 
-	rtnl_lock();
+	ASSERT_RTNL();
 	dev = __dev_get_by_index(rail->net, rail->ifindex);
 	if (dev)
 		nz_rail_set_speed(rail, dev);
-	rtnl_unlock();
 }
 
 /* The transport of proto, with a reference on its module. */
@@ -346,7 +345,9 @@ int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
 	ret = nz_rail_check_endpoint(rail, extack);
 	if (ret)
 		goto out_unlock;
+	rtnl_lock();
 	nz_rail_read_speed(rail);
+	rtnl_unlock();
 	ret = rail->ops->rail_start(rail);
 	if (ret == -EADDRINUSE) {
 		NL_SET_ERR_MSG(extack, "address and port are in use");
@@ -472,7 +473,6 @@ static void nz_rail_fill_info(struct nz_rail_info *info,
 
 int nz_rail_list(struct nz_rail_info *out, u32 cap, u32 *count)
 {
-	struct net_device *dev;
 	u32 i, n = 0;
 
 	/*
@@ -485,9 +485,7 @@ int nz_rail_list(struct nz_rail_info *out, u32 cap, u32 *count)
 	for (i = 0; i < NZ_MAX_RAILS; i++) {
 		if (!nz_rails[i])
 			continue;
-		dev = __dev_get_by_index(nz_rails[i]->net, nz_rails[i]->ifindex);
-		if (dev)
-			nz_rail_set_speed(nz_rails[i], dev);
+		nz_rail_read_speed(nz_rails[i]);
 		if (n < cap)
 			nz_rail_fill_info(&out[n], nz_rails[i]);
 		n++;
