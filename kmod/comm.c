@@ -927,17 +927,6 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		conn->silent = quiet > rtt ? (quiet - rtt) / ms : 0;
 	}
 	/*
-	 * Only silence while chunks wait for an answer counts against a
-	 * path.  One that owes us nothing holds up no transfer, and a busy
-	 * receiver (whose paths carry only its ACKs back) saw them quiet for
-	 * 16-36 ms about once a second, a failover counted, logged and
-	 * announced each time.  Nor does the quiet before its chunks came: a
-	 * path quiet while it owed nothing had no reason to speak, and
-	 * judged on that, chunks moved to it were moved off again at the
-	 * next period, back and forth between two rails of a busy guest
-	 * until a transfer timed out (make check, 4 ranks on 2 guests).
-	 */
-	/*
 	 * A suspect path is re-admitted when a heartbeat sent after it became
 	 * suspect comes back: a round trip that works now.  Not on any
 	 * arrival: frames sent before the fault still came in after it (a
@@ -958,6 +947,17 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		nz_health_event(conn, NZ_EV_CONN_UP, 0, 0);
 		nz_peer_kick_all(p);
 	}
+	/*
+	 * Only silence while chunks wait for an answer counts against a
+	 * path.  One that owes us nothing holds up no transfer, and a busy
+	 * receiver (whose paths carry only its ACKs back) saw them quiet for
+	 * 16-36 ms about once a second, a failover counted, logged and
+	 * announced each time.  Nor does the quiet before its chunks came: a
+	 * path quiet while it owed nothing had no reason to speak, and
+	 * judged on that, chunks moved to it were moved off again at the
+	 * next period, back and forth between two rails of a busy guest
+	 * until a transfer timed out (make check, 4 ranks on 2 guests).
+	 */
 	waiting = READ_ONCE(conn->inflight_bytes);
 	owed = conn->silent;
 	if (!waiting) {

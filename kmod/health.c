@@ -16,9 +16,10 @@
  *    and it takes no new ones, but its socket stays and sends a heartbeat
  *    every period; the echo of one sent since re-admits it (not any
  *    arrival: frames from before the fault come in late), or, without
- *    an echo, arrivals after NZ_SUSPECT_MIN_MS (comm.c).  Silent for NZ_DEAD_FACTOR times longer (at least
- *    NZ_DEAD_MIN_MS), it is torn down and reconnected.  This is what
- *    catches a silent blackhole (packets dropped, link still up).
+ *    an echo, arrivals after NZ_SUSPECT_MIN_MS (comm.c).  Silent for
+ *    NZ_DEAD_FACTOR times longer (at least NZ_DEAD_MIN_MS), it is torn
+ *    down and reconnected.  This is what catches a silent blackhole
+ *    (packets dropped, link still up).
  *    Silence is time since the last arrival, so late runs still count; a
  *    stall of our own (a run more than NZ_STALL_MS late, as in a
  *    descheduled virtual machine) never counts as the path's silence.
