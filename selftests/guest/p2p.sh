@@ -39,6 +39,8 @@ for ifc in $NZ_IFS; do ethtool -s "$ifc" speed 40 duplex full; done
 got=$(unit_job 29700)
 check "NICs at 40 Mbit/s: the job cuts 32 KiB chunks (unit, speeds: ${got:-none})" \
 	test "$got" = "32768 40 40"
+check "nezhactl rail show r0 gives the speed" \
+	sh -c "$CTL rail show r0 | grep -q 'state up conns [0-9]* speed 40 Mbit/s\$'"
 for ifc in $NZ_IFS; do ethtool -s "$ifc" speed 10000 duplex full; done
 got=$(unit_job 29701)
 check "NICs at 10 Gbit/s: the job cuts 64 KiB chunks (unit, speeds: ${got:-none})" \
