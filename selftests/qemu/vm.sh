@@ -76,6 +76,15 @@ for ((r = 0; r < ${#speed[@]}; r++)); do
 done
 [ "$(id -u)" -eq 0 ] || die "must run as root (network namespace, tap devices)"
 
+# One test bed at a time on this host: two runs' guests would share its
+# cores, and every timing in both would be wrong.  A second run waits.
+lock=${NZ_VM_LOCK:-/run/lock/nezha-vm.lock}
+exec 9>>"$lock" || die "cannot open $lock"
+if ! flock -n 9; then
+	echo "vm.sh: waiting for another test-bed run to finish ($lock)" >&2
+	flock 9
+fi
+
 # Paths end up in QEMU options and on the kernel command line.
 plain_path() {
 	case $1 in
