@@ -11,8 +11,11 @@
  * finish a message under the lock collect it and complete it afterwards.
  */
 #include <linux/module.h>
+#include <linux/error-injection.h>
 #include <linux/mm.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/hash.h>
 #include <linux/io_uring.h>
@@ -24,9 +27,78 @@ module_param(unexpected_mb, uint, 0644);
 MODULE_PARM_DESC(unexpected_mb,
 		 "per-peer budget (MiB) for messages that arrive before their receive");
 
+/*
+ * The longest message one SEND or RECV may name.  Its pages are pinned for
+ * the whole transfer, so this also bounds the page arrays allocated for it
+ * (16 bytes a page: 256 GiB is a 1 GiB array, below kvmalloc's INT_MAX).
+ * Below this, RLIMIT_MEMLOCK decides for users without CAP_IPC_LOCK.
+ */
+#define NZ_MAX_MSG_MB_LIMIT	(256U << 10)
+static unsigned int max_msg_mb = 16U << 10;
+
+static int nz_max_msg_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret = kstrtouint(val, 0, &v);
+
+	if (ret)
+		return ret;
+	if (!v || v > NZ_MAX_MSG_MB_LIMIT)
+		return -ERANGE;
+	WRITE_ONCE(max_msg_mb, v);
+	return 0;
+}
+
+static const struct kernel_param_ops nz_max_msg_ops = {
+	.set = nz_max_msg_set,
+	.get = param_get_uint,
+};
+module_param_cb(max_msg_mb, &nz_max_msg_ops, &max_msg_mb, 0644);
+MODULE_PARM_DESC(max_msg_mb,
+		 "longest SEND or RECV in MiB (default 16384, at most 262144)");
+
 static struct kmem_cache *nz_chunk_cache;
 
 /* ---- user buffers ------------------------------------------------------ */
+
+/* A SEND or RECV length this module accepts; -EMSGSIZE otherwise. */
+static int nz_xfer_len_ok(u64 len)
+{
+	return len > ((u64)READ_ONCE(max_msg_mb) << 20) ? -EMSGSIZE : 0;
+}
+
+/*
+ * Charge npages to the caller's pinned pages (VmPin), limited by
+ * RLIMIT_MEMLOCK unless it has CAP_IPC_LOCK, as RDMA's ib_umem_get() does:
+ * one atomic, no mmap lock on the command path.
+ */
+static int nz_ubuf_charge(struct nz_ubuf *b, unsigned long npages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	struct mm_struct *mm = current->mm;
+
+	if (!mm)
+		return -EFAULT;
+	if (atomic64_add_return(npages, &mm->pinned_vm) > limit &&
+	    !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	mmgrab(mm);
+	b->mm = mm;
+	b->locked = npages;
+	return 0;
+}
+
+static void nz_ubuf_uncharge(struct nz_ubuf *b)
+{
+	if (!b->mm)
+		return;
+	atomic64_sub(b->locked, &b->mm->pinned_vm);
+	mmdrop(b->mm);
+	b->mm = NULL;
+	b->locked = 0;
+}
 
 static int nz_ubuf_pin(struct nz_ubuf *b, struct io_uring_cmd *cmd, u64 addr,
 		       u64 len, bool write)
@@ -46,19 +118,24 @@ static int nz_ubuf_pin(struct nz_ubuf *b, struct io_uring_cmd *cmd, u64 addr,
 						 write ? ITER_DEST : ITER_SOURCE,
 						 &b->fixed, cmd);
 	}
-	if (addr + len < addr)
+	if (addr + len < addr || addr + len > TASK_SIZE_MAX)
 		return -EFAULT;
+	/* The caller checked len against max_msg_mb: npages fits an int. */
 	b->first_off = offset_in_page(addr);
 	npages = DIV_ROUND_UP(b->first_off + len, PAGE_SIZE);
-	if (npages > INT_MAX)
-		return -EINVAL;
-	b->pages = kvmalloc_array(npages, sizeof(*b->pages), GFP_KERNEL);
-	b->bvec = kvmalloc_array(npages, sizeof(*b->bvec), GFP_KERNEL);
+	ret = nz_ubuf_charge(b, npages);
+	if (ret)
+		return ret;
+	b->pages = kvmalloc_array(npages, sizeof(*b->pages),
+				  GFP_KERNEL_ACCOUNT);
+	b->bvec = kvmalloc_array(npages, sizeof(*b->bvec), GFP_KERNEL_ACCOUNT);
 	ret = -ENOMEM;
 	if (!b->pages || !b->bvec)
 		goto out_free;
+	/* Long term: a transfer may wait for its peer for minutes. */
 	got = pin_user_pages_fast(addr & PAGE_MASK, npages,
-				  write ? FOLL_WRITE : 0, b->pages);
+				  FOLL_LONGTERM | (write ? FOLL_WRITE : 0),
+				  b->pages);
 	if (got != npages) {
 		if (got > 0)
 			unpin_user_pages(b->pages, got);
@@ -82,6 +159,7 @@ out_free:
 	kvfree(b->bvec);
 	b->pages = NULL;
 	b->bvec = NULL;
+	nz_ubuf_uncharge(b);
 	return ret;
 }
 
@@ -94,6 +172,7 @@ static void nz_ubuf_release(struct nz_ubuf *b)
 	b->npages = 0;
 	b->pages = NULL;
 	b->bvec = NULL;
+	nz_ubuf_uncharge(b);
 }
 
 /* An iterator over [off, off + len) of the buffer. */
@@ -229,7 +308,6 @@ static struct nz_xreq *nz_xreq_alloc(struct nz_file *f,
 	if (!x)
 		return NULL;
 	nz_req_init(&x->base, f, cmd);
-	x->task = current;
 	x->timeout = msecs_to_jiffies(timeout_ms ? timeout_ms : comm->timeout_ms);
 	x->deadline = jiffies + x->timeout;
 	return x;
@@ -303,8 +381,8 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 	p = nz_xfer_peer(comm, x);
 	if (!p)
 		goto out_put_comm;
-	ret = -EMSGSIZE;
-	if (x->len > comm->lim.max_msg)
+	ret = nz_xfer_len_ok(x->len);
+	if (ret)
 		goto out_put_comm;
 	ret = -ENOMEM;
 	m = nz_msg_alloc(p, NZ_MSG_TX);
@@ -349,7 +427,8 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 	return 0;
 
 out_free:
-	kfree(xr);
+	if (xr)
+		nz_req_free(&xr->base);
 	kfree(spare);
 	if (m)
 		nz_msg_put(m);
@@ -357,6 +436,7 @@ out_put_comm:
 	nz_comm_put(comm);
 	return ret;
 }
+ALLOW_ERROR_INJECTION(nz_cmd_send, ERRNO);
 
 /* An incoming message waiting for this receive, under peer->lock. */
 static struct nz_msg *nz_find_unclaimed(struct nz_peer *p, u64 tag, u64 seq)
@@ -388,6 +468,9 @@ int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 	ret = -EINVAL;
 	p = nz_xfer_peer(comm, x);
 	if (!p)
+		goto out_put_comm;
+	ret = nz_xfer_len_ok(x->len);
+	if (ret)
 		goto out_put_comm;
 	ret = -ENOMEM;
 	m = nz_msg_alloc(p, NZ_MSG_RX);
@@ -460,7 +543,8 @@ int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 	nz_peer_kick(p);
 
 out_free:
-	kfree(xr);
+	if (xr)
+		nz_req_free(&xr->base);
 	kfree(spare);
 	if (m)
 		nz_msg_put(m);
@@ -468,6 +552,7 @@ out_put_comm:
 	nz_comm_put(comm);
 	return ret;
 }
+ALLOW_ERROR_INJECTION(nz_cmd_recv, ERRNO);
 
 /* ---- receive path ---------------------------------------------------------- */
 
@@ -645,6 +730,7 @@ int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
 	spin_unlock_bh(&p->lock);
 	return 0;
 }
+ALLOW_ERROR_INJECTION(nz_conn_rx_data, ERRNO);
 
 static void nz_conn_queue_ctrl(struct nz_conn *conn, struct nz_ctrl *c)
 {
@@ -826,6 +912,7 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 		return -EPROTO;
 	}
 }
+ALLOW_ERROR_INJECTION(nz_conn_rx_ctrl, ERRNO);
 
 /* ---- transmit path ---------------------------------------------------------- */
 
@@ -882,6 +969,7 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 		kmem_cache_free(nz_chunk_cache, spare);
 	return 0;
 }
+ALLOW_ERROR_INJECTION(nz_conn_tx_next, ERRNO);
 
 void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
 {
@@ -971,7 +1059,7 @@ static s32 nz_msg_expired(const struct nz_msg *m)
 
 	if (!x)
 		return 0;
-	if (x->task->flags & PF_EXITING)
+	if (nz_req_owner_gone(&x->base))
 		return -ECANCELED;
 	if (time_after(jiffies, x->deadline) &&
 	    time_after(jiffies, m->peer->last_progress + x->timeout))
