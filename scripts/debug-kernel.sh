@@ -24,7 +24,8 @@
 set -euo pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-base=$TOP/build/debug-kernel
+# NZ_DEBUG_KERNEL_DIR: another tree's cache (a copy of this tree needs no rebuild).
+base=${NZ_DEBUG_KERNEL_DIR:-$TOP/build/debug-kernel}
 tarball=$(ls /usr/src/linux-source-6.1.tar.* 2>/dev/null | head -n 1 || true)
 [ -n "$tarball" ] || {
 	echo "debug-kernel.sh: no /usr/src/linux-source-6.1.tar.*: run scripts/setup.sh" >&2
