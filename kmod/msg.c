@@ -844,7 +844,7 @@ static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
 {
 	struct nz_peer *p = conn->peer;
 	struct nz_chunk *ch, *found = NULL;
-	bool complete = false;
+	bool complete = false, free_it;
 	struct nz_msg *m;
 
 	spin_lock_bh(&p->lock);
@@ -868,13 +868,17 @@ static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
 	m->outstanding--;
 	if (m->assigned_all && !m->outstanding)
 		complete = nz_msg_set_done(m, m->total);
-	/* Its writer has not returned yet: it frees the chunk. */
-	if (found->busy)
+	/*
+	 * Its writer has not returned yet: it frees the chunk, maybe as soon
+	 * as we unlock -- so decide here, never look at found after.
+	 */
+	free_it = !found->busy;
+	if (!free_it)
 		found->acked = true;
 	spin_unlock_bh(&p->lock);
 	if (complete)
 		nz_msg_complete(m);
-	if (!found->acked)
+	if (free_it)
 		nz_chunk_free(found);
 	nz_conn_kick(conn);
 	return 0;
