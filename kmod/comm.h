@@ -86,7 +86,13 @@ struct nz_msg {
 	struct nz_reasm reasm;
 	u64 *map;
 	void *kbuf;			/* unexpected: held here until complete */
-	u32 writers;			/* payload reads in progress */
+	/*
+	 * Copies touching the user buffer right now: a transport writing a
+	 * received payload into it (RX) or a chunk of it onto the wire (TX,
+	 * the chunk is busy).  The CQE waits for the last: after it the
+	 * buffer is never touched again.
+	 */
+	u32 writers;
 	bool arrived;			/* msg_id known: first frame seen */
 	bool complete;			/* every byte arrived */
 	bool discard;			/* receive failed: drain the rest */

@@ -239,6 +239,15 @@ static void nz_chunk_free(struct nz_chunk *ch)
 	kmem_cache_free(nz_chunk_cache, ch);
 }
 
+/* Chunks of messages already done, off their lists: free them unlocked. */
+static void nz_chunks_free_list(struct list_head *chunks)
+{
+	struct nz_chunk *ch, *tmp;
+
+	list_for_each_entry_safe(ch, tmp, chunks, node)
+		nz_chunk_free(ch);
+}
+
 /*
  * Decide a message's result and take it off its list; under peer->lock.
  * Returns true when the caller must call nz_msg_complete() after
@@ -263,6 +272,21 @@ static bool nz_msg_set_done(struct nz_msg *m, s32 result)
 	if (m->dir == NZ_MSG_TX)
 		p->tx_inflight_msgs--;
 	if (m->writers || m->cqe_posted)
+		return false;
+	m->cqe_posted = true;
+	return true;
+}
+
+/*
+ * A copy to or from m's buffer ended, under peer->lock.  True when that was
+ * the last one of a message whose result is decided: the caller must then
+ * call nz_msg_complete() after unlocking.
+ */
+static bool nz_msg_writer_done(struct nz_msg *m)
+{
+	lockdep_assert_held(&m->peer->lock);
+	m->writers--;
+	if (!m->done || m->writers || m->cqe_posted)
 		return false;
 	m->cqe_posted = true;
 	return true;
@@ -828,11 +852,7 @@ void nz_conn_rx_data_abort(struct nz_conn *conn, struct nz_rx_dest *d)
 	if (!m)
 		return;
 	spin_lock_bh(&p->lock);
-	m->writers--;
-	if (m->done && !m->writers && !m->cqe_posted) {
-		m->cqe_posted = true;
-		complete = true;
-	}
+	complete = nz_msg_writer_done(m);
 	spin_unlock_bh(&p->lock);
 	if (complete)
 		nz_msg_complete(m);
@@ -923,8 +943,9 @@ ALLOW_ERROR_INJECTION(nz_conn_rx_ctrl, ERRNO);
 int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 {
 	struct nz_peer *p = conn->peer;
-	struct nz_chunk *spare, *ch;
+	struct nz_chunk *spare, *ch, *tmp;
 	struct nz_ctrl *c = NULL;
+	LIST_HEAD(dead);
 	bool flushed;
 	struct nz_msg *m;
 
@@ -947,16 +968,22 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 			kmem_cache_free(nz_chunk_cache, spare);
 		return 0;
 	}
+	/* Chunks to resend of a message that failed meanwhile: never sent. */
+	list_for_each_entry_safe(ch, tmp, &p->resend, node)
+		if (ch->msg->done)
+			list_move_tail(&ch->node, &dead);
 	ch = (spare && conn->state == NZ_CONN_UP) ?
 		nz_sched_next_chunk(conn, &spare) : NULL;
 	if (!ch) {
 		spin_unlock_bh(&p->lock);
+		nz_chunks_free_list(&dead);
 		if (spare)
 			kmem_cache_free(nz_chunk_cache, spare);
 		return -ENODATA;
 	}
 	m = ch->msg;
 	ch->busy = true;
+	m->writers++;
 	WRITE_ONCE(conn->tx_last, jiffies);
 	nz_frame_init(&it->f, NZ_FRAME_DATA);
 	it->f.len = ch->len;
@@ -969,6 +996,7 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 	/* The chunk's reference keeps the pages pinned while we send. */
 	nz_ubuf_iter(&m->ubuf, ITER_SOURCE, ch->offset, ch->len, &it->iter);
 	spin_unlock_bh(&p->lock);
+	nz_chunks_free_list(&dead);
 	if (spare)
 		kmem_cache_free(nz_chunk_cache, spare);
 	return 0;
@@ -979,7 +1007,8 @@ void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
 {
 	struct nz_chunk *ch = it->chunk;
 	struct nz_peer *p = conn->peer;
-	bool free_it = false, moved = false;
+	bool free_it = false, moved = false, complete = false;
+	struct nz_msg *m;
 
 	if (!ch)
 		return;
@@ -987,17 +1016,21 @@ void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
 	atomic64_inc(&conn->chunks_tx);
 	atomic64_add(it->f.len, &conn->rail->stats.bytes_tx);
 	atomic64_inc(&conn->rail->stats.chunks_tx);
+	m = ch->msg;
 	spin_lock_bh(&p->lock);
 	ch->busy = false;
+	complete = nz_msg_writer_done(m);
 	if (ch->acked) {
 		free_it = true;
-	} else if (READ_ONCE(conn->suspect)) {
+	} else if (READ_ONCE(conn->suspect) && !m->done) {
 		/* Written on a path we gave up on: send it elsewhere too. */
 		conn->inflight_bytes -= ch->len;
 		list_move_tail(&ch->node, &p->resend);
 		moved = true;
 	}
 	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(m);
 	if (free_it)
 		nz_chunk_free(ch);
 	if (moved)
@@ -1013,6 +1046,8 @@ u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all)
 {
 	struct nz_peer *p = conn->peer;
 	struct nz_chunk *ch, *tmp;
+	LIST_HEAD(done);
+	LIST_HEAD(dead);
 	u32 n = 0;
 
 	spin_lock_bh(&p->lock);
@@ -1024,15 +1059,25 @@ u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all)
 		 */
 		if (ch->busy && !all)
 			continue;
+		conn->inflight_bytes -= ch->len;
+		/* The transport is gone: its write will never report done. */
+		if (ch->busy && nz_msg_writer_done(ch->msg))
+			list_add_tail(&ch->msg->node, &done);
 		ch->busy = false;
 		ch->sent = false;
-		conn->inflight_bytes -= ch->len;
+		/* A message that failed is never read again: drop its chunks. */
+		if (ch->msg->done) {
+			list_move_tail(&ch->node, &dead);
+			continue;
+		}
 		list_move_tail(&ch->node, &p->resend);
 		n++;
 	}
 	if (all)
 		conn->inflight_bytes = 0;
 	spin_unlock_bh(&p->lock);
+	nz_complete_list(&done);
+	nz_chunks_free_list(&dead);
 	return n;
 }
 
@@ -1150,15 +1195,23 @@ void nz_peer_fail_all(struct nz_peer *p, s32 err)
 /* Chunks still on a connection when the communicator is torn down. */
 void nz_conn_drop_chunks(struct nz_conn *conn)
 {
-	struct nz_chunk *ch, *tmp;
+	struct nz_chunk *ch;
 	LIST_HEAD(chunks);
+	LIST_HEAD(done);
 
 	spin_lock_bh(&conn->peer->lock);
+	/* The transport is closed: a write it had begun never reports done. */
+	list_for_each_entry(ch, &conn->chunks, node)
+		if (ch->busy) {
+			ch->busy = false;
+			if (nz_msg_writer_done(ch->msg))
+				list_add_tail(&ch->msg->node, &done);
+		}
 	list_splice_init(&conn->chunks, &chunks);
 	conn->inflight_bytes = 0;
 	spin_unlock_bh(&conn->peer->lock);
-	list_for_each_entry_safe(ch, tmp, &chunks, node)
-		nz_chunk_free(ch);
+	nz_complete_list(&done);
+	nz_chunks_free_list(&chunks);
 }
 
 /* ---- chunk allocation, for sched.c ------------------------------------------ */
