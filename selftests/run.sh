@@ -13,6 +13,9 @@
 # suite's timeout, NZ_VM_MEM gives each guest that many MiB, and
 # NZ_DEBUG_SUITES=1 adds the suites of selftests/guest/suites.debug.
 #
+# NZ_WITH_DEBUG="SUITE..." (what `make check` sets) runs those suites on the
+# debug kernel as well, after the others, counted in the same totals.
+#
 # Guest suites are listed in selftests/guest/suites: name, guests, rails,
 # timeout (s), script, and optionally a script that runs on the host beside
 # the guests (vm.sh -H).  Each boots its own guests (selftests/qemu/vm.sh).
@@ -93,6 +96,14 @@ else
 		echo "# guest suite $name took $(( $(date +%s) - start )) s"
 	done < <(cat selftests/guest/suites
 		 [ -z "${NZ_DEBUG_SUITES:-}" ] || cat selftests/guest/suites.debug)
+fi
+
+# 4. A part of the debug-kernel lane (make check-debug runs all of it).
+if [ -n "${NZ_WITH_DEBUG:-}" ] && [ $quick = 0 ]; then
+	echo "# debug-kernel lane: $NZ_WITH_DEBUG"
+	start=$(date +%s)
+	relay "debug/" < <(NZ_WITH_DEBUG='' NZ_SUITES="$NZ_WITH_DEBUG" scripts/check-debug.sh 2>&1)
+	echo "# debug-kernel lane took $(( $(date +%s) - start )) s"
 fi
 
 echo "1..$n"
