@@ -49,10 +49,15 @@ UNIT_SRCS  := $(wildcard selftests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:selftests/unit/%.c=$(B)/unit/%)
 GUEST_SRCS := $(wildcard selftests/guest/*.c)
 GUEST_BINS := $(GUEST_SRCS:selftests/guest/%.c=$(B)/guest/%)
+# Fuzzers: nz_fuzz runs in guests; fuzz_wire is the codec's libFuzzer
+# target, built here as a standalone replayer (make fuzz builds the
+# libFuzzer one with clang when it is there).
+FUZZ_BINS  := $(B)/fuzz/nz_fuzz $(B)/fuzz/fuzz_wire
+WIRE_SRCS  := kmod/wire.c kmod/reasm.c
 
 .PHONY: all module lib tools tests check check-quick demo setup install \
 	lint checkpatch sparse clean bench-nop bench-p2p bench-coll bench-failover \
-	bench-rdma bench-sched
+	bench-rdma bench-sched fuzz
 
 all: module lib tools tests
 
@@ -92,7 +97,15 @@ $(B)/tools/nezha-bench: tools/nezha-bench.c $(wildcard tools/bench_*.c) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(UCFLAGS) -o $@ tools/nezha-bench.c $(wildcard tools/bench_*.c) $(LIB_A) $(LIB_LDLIBS)
 
-tests: $(UNIT_BINS) $(GUEST_BINS)
+tests: $(UNIT_BINS) $(GUEST_BINS) $(FUZZ_BINS)
+
+$(B)/fuzz/nz_fuzz: selftests/fuzz/nz_fuzz.c selftests/tap.h uapi/linux/nezha.h uapi/linux/nezha_netlink.h
+	@mkdir -p $(@D)
+	$(CC) $(UNIT_CFLAGS) -o $@ $< -luring -lpthread
+
+$(B)/fuzz/fuzz_wire: selftests/fuzz/fuzz_wire.c $(WIRE_SRCS) $(wildcard kmod/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(UNIT_CFLAGS) -DNZ_FUZZ_STANDALONE -o $@ $< $(WIRE_SRCS)
 
 -include selftests/unit/deps.mk
 GUEST_DEPS_nz_hostile := kmod/wire.c
