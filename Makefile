@@ -156,6 +156,21 @@ bench-rdma: all
 bench-sched: all
 	scripts/bench-sched.sh
 
+# The long fuzzing campaign (not part of `make check`, whose fuzz suite runs
+# a short one): FUZZ_INPUTS local inputs as root and as many again as an
+# unprivileged user, FUZZ_FRAMES hostile wire frames, in one guest; then the
+# wire codec under libFuzzer on the host for FUZZ_WIRE_SECS.  Replay one
+# input with build/fuzz/nz_fuzz -r SEED:INDEX (Documentation/testing.rst).
+FUZZ_INPUTS    ?= 5000000
+FUZZ_FRAMES    ?= 1000000
+FUZZ_SEED      ?= 0x4e5a46555a5a0001
+FUZZ_TIMEOUT   ?= 14400
+FUZZ_WIRE_SECS ?= 600
+fuzz: all
+	selftests/qemu/vm.sh -n 1 -r 2 -t $(FUZZ_TIMEOUT) -o $(B)/fuzz-output \
+		selftests/guest/fuzz.sh $(FUZZ_INPUTS) $(FUZZ_FRAMES) $(FUZZ_SEED)
+	scripts/fuzz-wire.sh $(FUZZ_WIRE_SECS)
+
 # Style and static checks of the kernel code (also run by `make check`).
 lint: checkpatch sparse
 checkpatch:

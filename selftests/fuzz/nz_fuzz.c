@@ -88,6 +88,7 @@
 
 static uint64_t opt_seed = DEF_SEED;
 static uint64_t opt_count = 100000;
+static uint64_t opt_progress = 10000;	/* a diagnostic line every so many */
 static bool opt_replay, opt_known, opt_verbose;
 static uint64_t opt_replay_index;
 static double opt_hang_s = 20, opt_release_s = 10;
@@ -757,6 +758,7 @@ static void peer_addr(struct rng *r, const struct rail *rl,
 		      struct nz_comm_addr *a, unsigned int kind)
 {
 	a->addr = rl->addr;
+	a->rsvd = 0;
 	switch (kind) {
 	case 0:	/* the rail's own listener: the job is unknown there */
 		a->port = htons(rl->port);
@@ -2238,6 +2240,24 @@ static void kill_child(uint64_t seed, int wfd)
 			break;
 		if (cc.size > 4)
 			cc.size = 2, cc.rank = below(&r, 2);
+		{
+			bool late;
+
+			if (create_outcome(&cc, AC_GOOD, &late) && late && !opt_known)
+				continue;
+		}
+		if (getenv("NZ_FUZZ_DEBUG")) {
+			FILE *k = fopen("/dev/kmsg", "w");
+
+			if (k) {
+				fprintf(k, "kill child %d: create job %#llx rank %u size %u nrails %u %s %s unit %u tmo %u a0 %x:%u a1 %x:%u\n",
+					getpid(), (unsigned long long)cc.job_id, cc.rank, cc.size, cc.nrails,
+					cc.rails[0], cc.rails[1], cc.unit, cc.timeout_ms,
+					addr_tab[0].addr, addr_tab[0].port, addr_tab[cc.nrails].addr,
+					addr_tab[cc.nrails].port);
+				fclose(k);
+			}
+		}
 		if (!ioctl(fd, NZ_IOC_COMM_CREATE, &cc))
 			ids[n++] = cc.comm_id;
 	}
@@ -2882,9 +2902,11 @@ int main(int argc, char **argv)
 				check_deadlines();
 				age_comms(i);
 			}
-			if (!opt_verbose && (i & 0xfffff) == 0xfffff)
-				tap_diag("%" PRIu64 " inputs, %.0f/s", i + 1,
-					 (i + 1) / (now_s() - t0));
+			if (!opt_verbose && (i + 1) % opt_progress == 0)
+				tap_diag("%" PRIu64 " inputs, %.0f/s; s in SQEs %.0f ioctls %.0f netlink %.0f races %.0f kills %.0f cycles %.0f; slowest %.1f s (%s)",
+					 i + 1, (i + 1) / (now_s() - t0), st.t_sqe, st.t_ioctl,
+					 st.t_netlink, st.t_race, st.t_kill, st.t_cycle,
+					 st.max_op_s, st.max_op);
 		}
 	}
 	submit_batch();

@@ -8,12 +8,12 @@
 #
 #   fuzz.sh [LOCAL_INPUTS [WIRE_FRAMES [SEED]]]
 #
-# Defaults: 60000 local inputs per user (two users: 120000 in all), 20000
+# Defaults: 50000 local inputs per user (two users: 100000 in all), 20000
 # wire frames; `make fuzz` passes the long campaign's counts.
 . "$(dirname "$0")/lib.sh"
 CTL=$NZ_BIN/tools/nezhactl
 FUZZ=$NZ_BIN/fuzz/nz_fuzz
-N=${1:-60000}
+N=${1:-50000}
 FRAMES=${2:-20000}
 SEED=${3:-0x4e5a46555a5a0001}
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all)
