@@ -5,6 +5,7 @@
 #   make              module + libnezha + tools + tests
 #   make check        set-up, build, every test (host unit tests + guests)
 #   make check-quick  host unit tests and one guest suite
+#   make check-debug  every guest suite on a KASAN/lockdep/kmemleak kernel
 #   make demo         boot emulated nodes and show Nezha at work
 #   make install      modules_install, library, headers, tools
 #
@@ -55,7 +56,7 @@ GUEST_BINS := $(GUEST_SRCS:selftests/guest/%.c=$(B)/guest/%)
 FUZZ_BINS  := $(B)/fuzz/nz_fuzz $(B)/fuzz/fuzz_wire
 WIRE_SRCS  := kmod/wire.c kmod/reasm.c
 
-.PHONY: all module lib tools tests check check-quick demo setup install \
+.PHONY: all module lib tools tests check check-quick check-debug demo setup install \
 	lint checkpatch sparse clean bench-nop bench-p2p bench-coll bench-failover \
 	bench-rdma bench-sched fuzz
 
@@ -127,6 +128,13 @@ check: setup
 
 check-quick: all
 	selftests/run.sh --quick
+
+# The debug-kernel lane: builds (once, cached in build/debug-kernel/) a
+# kernel with KASAN, lockdep, kmemleak, UBSAN, DEBUG_OBJECTS, KFENCE and
+# fault injection, the module for it, and runs every guest suite on it.
+check-debug: setup
+	$(MAKE) all
+	scripts/check-debug.sh
 
 demo: setup
 	$(MAKE) all

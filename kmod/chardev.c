@@ -17,6 +17,7 @@
 #include <linux/uaccess.h>
 #include <linux/io_uring.h>
 #include <linux/nospec.h>
+#include <linux/sched/mm.h>
 #include "nezha.h"
 #include "rail.h"
 #include "comm.h"
@@ -93,7 +94,25 @@ void nz_req_init(struct nz_req *req, struct nz_file *f,
 	INIT_LIST_HEAD(&req->node);
 	req->cmd = cmd;
 	req->file = f;
+	/* The issuer (submitter, io-wq or SQPOLL thread) shares its mm. */
+	req->mm = current->mm;
+	if (req->mm)
+		mmgrab(req->mm);
 	*(struct nz_req **)cmd->pdu = req;
+}
+
+/* Free a request that was never queued (an issue function's error path). */
+void nz_req_free(struct nz_req *req)
+{
+	if (req->mm)
+		mmdrop(req->mm);
+	kfree(req);
+}
+
+/* Every thread of the process that submitted req has exited. */
+bool nz_req_owner_gone(const struct nz_req *req)
+{
+	return !req->mm || !atomic_read(&req->mm->mm_users);
 }
 
 static struct nz_req *nz_req_alloc(struct nz_file *f, struct io_uring_cmd *cmd)
@@ -128,7 +147,7 @@ static void nz_req_task_cb(struct io_uring_cmd *cmd, unsigned int issue_flags)
 	s32 res = req->result;
 	u64 res2 = req->res2;
 
-	kfree(req);
+	nz_req_free(req);
 	nz_post(cmd, res, res2, issue_flags);
 }
 
@@ -185,7 +204,7 @@ static int nz_cmd_nop(struct nz_file *f, struct io_uring_cmd *cmd,
 	INIT_DELAYED_WORK(&req->dwork, nz_nop_expired);
 	ret = nz_req_queue(req);
 	if (ret) {
-		kfree(req);
+		nz_req_free(req);
 		return ret;
 	}
 	queue_delayed_work(nz_wq, &req->dwork, usecs_to_jiffies(nop->delay_us));

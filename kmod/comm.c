@@ -5,6 +5,7 @@
  * coming and going, and teardown.  Messages are in msg.c.
  */
 #include <linux/module.h>
+#include <linux/error-injection.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <crypto/hash.h>
@@ -27,7 +28,8 @@ static void nz_comm_release(struct kref *ref)
 	struct nz_comm *comm = container_of(ref, struct nz_comm, ref);
 	u32 r, s;
 
-	for (r = 0; r < comm->size; r++) {
+	/* A create that failed early has no peer array yet. */
+	for (r = 0; comm->peers && r < comm->size; r++) {
 		if (!comm->peers[r])
 			continue;
 		nz_peer_free_tags(comm->peers[r]);
@@ -42,6 +44,7 @@ static void nz_comm_release(struct kref *ref)
 		crypto_free_shash(comm->hmac);
 	memzero_explicit(comm->secret, sizeof(comm->secret));
 	kfree(comm);
+	atomic_dec(&nz_stats.comms);
 }
 
 void nz_comm_put(struct nz_comm *comm)
@@ -91,6 +94,7 @@ int nz_comm_mac(struct nz_comm *comm, const u8 *in, unsigned int len, u8 *out)
 	shash_desc_zero(desc);
 	return ret;
 }
+ALLOW_ERROR_INJECTION(nz_comm_mac, ERRNO);
 
 struct nz_conn *nz_comm_conn(struct nz_comm *comm, u32 rank, u32 slot)
 {
@@ -165,6 +169,7 @@ int nz_conn_attach(struct nz_conn *conn, void *tp)
 	nz_peer_kick_all(p);
 	return 0;
 }
+ALLOW_ERROR_INJECTION(nz_conn_attach, ERRNO);
 
 /*
  * Close the connection's transport state.  Its unacknowledged chunks go
@@ -305,6 +310,7 @@ static void nz_conn_init(struct nz_peer *p, u32 slot)
 	conn->client = p->comm->rank > p->rank;
 	conn->state = NZ_CONN_IDLE;
 	mutex_init(&conn->io_lock);
+	mutex_init(&conn->dial_lock);
 	spin_lock_init(&conn->kick_lock);
 	INIT_LIST_HEAD(&conn->chunks);
 	conn->tp_held = U64_MAX;
@@ -313,12 +319,59 @@ static void nz_conn_init(struct nz_peer *p, u32 slot)
 	INIT_WORK(&conn->fail_work, nz_conn_fail_work);
 }
 
+/*
+ * A transport's connect registers what it is dialling, so that teardown
+ * can end it (ops->dial_abort).  conn->dial: NULL, that state, or an error
+ * once an abort ran -- sticky until the dial ends, so an abort between two
+ * steps of a connect is never lost.  0, or -ESHUTDOWN: do not dial, the
+ * connection or its rail is going away.
+ */
+int nz_conn_dial_begin(struct nz_conn *conn, void *dial)
+{
+	int ret = 0;
+
+	mutex_lock(&conn->dial_lock);
+	if (READ_ONCE(conn->state) == NZ_CONN_DEAD ||
+	    READ_ONCE(conn->rail->dead))
+		ret = -ESHUTDOWN;
+	else
+		conn->dial = dial;
+	mutex_unlock(&conn->dial_lock);
+	return ret;
+}
+
+/* The dial is over; -ECANCELED if it was aborted meanwhile. */
+int nz_conn_dial_end(struct nz_conn *conn)
+{
+	int ret = 0;
+
+	mutex_lock(&conn->dial_lock);
+	if (IS_ERR(conn->dial))
+		ret = PTR_ERR(conn->dial);
+	conn->dial = NULL;
+	mutex_unlock(&conn->dial_lock);
+	return ret;
+}
+
+/* A connect in progress on conn gives up (teardown, rail gone or down). */
+static void nz_conn_abort_dial(struct nz_conn *conn)
+{
+	mutex_lock(&conn->dial_lock);
+	if (!IS_ERR_OR_NULL(conn->dial) && conn->rail->ops->dial_abort)
+		conn->rail->ops->dial_abort(conn->dial);
+	if (conn->dial)
+		conn->dial = ERR_PTR(-ECANCELED);
+	mutex_unlock(&conn->dial_lock);
+}
+
 /* Stop a connection for good: no reconnect, no transport, no chunks. */
 static void nz_conn_shutdown(struct nz_conn *conn)
 {
 	spin_lock_bh(&conn->peer->lock);
 	conn->state = NZ_CONN_DEAD;
 	spin_unlock_bh(&conn->peer->lock);
+	/* A dial to a peer that never answers must not hold us for seconds. */
+	nz_conn_abort_dial(conn);
 	cancel_delayed_work_sync(&conn->connect_work);
 	mutex_lock(&conn->io_lock);
 	nz_conn_detach(conn, 0);
@@ -431,6 +484,7 @@ static struct nz_comm *nz_comm_new(const struct nz_comm_create *cc)
 	if (!comm)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&comm->ref);
+	atomic_inc(&nz_stats.comms);
 	INIT_LIST_HEAD(&comm->node);
 	INIT_LIST_HEAD(&comm->node_file);
 	init_waitqueue_head(&comm->waitq);
@@ -578,24 +632,28 @@ int nz_comm_ioctl_create(struct nz_file *f, void __user *arg)
 	if (IS_ERR(comm))
 		return PTR_ERR(comm);
 
+	/*
+	 * The id is taken now but the file's list gets the communicator only
+	 * once it is whole and published: until then no SEND, RECV, WAIT or
+	 * DESTROY of another thread can find it.
+	 */
 	mutex_lock(&f->comm_lock);
 	comm->id = ++f->next_comm_id;
 	comm->file = f;
-	list_add_tail(&comm->node_file, &f->comms);
 	mutex_unlock(&f->comm_lock);
 
-	ret = put_user(comm->id,
-		       &((struct nz_comm_create __user *)arg)->comm_id);
+	ret = nz_comm_publish(comm);
 	if (!ret)
-		ret = nz_comm_publish(comm);
+		ret = put_user(comm->id,
+			       &((struct nz_comm_create __user *)arg)->comm_id);
 	if (ret) {
-		mutex_lock(&f->comm_lock);
-		list_del_init(&comm->node_file);
-		mutex_unlock(&f->comm_lock);
 		nz_comm_destroy(comm);
 		nz_comm_put(comm);
 		return ret;
 	}
+	mutex_lock(&f->comm_lock);
+	list_add_tail(&comm->node_file, &f->comms);
+	mutex_unlock(&f->comm_lock);
 	pr_debug("comm %u: job %llx rank %u/%u, %u rails\n", comm->id,
 		 comm->job_id, comm->rank, comm->size, comm->nrails);
 	return 0;
@@ -694,6 +752,7 @@ enum nz_rail_change { NZ_RAIL_REMOVED, NZ_RAIL_CHANGED, NZ_RAIL_LINK_DOWN };
 static void nz_conn_close_for_rail(struct nz_conn *conn, int err,
 				   bool removed)
 {
+	nz_conn_abort_dial(conn);
 	mutex_lock(&conn->io_lock);
 	nz_conn_detach(conn, err);
 	if (removed)	/* before the rail's own directory goes */

@@ -46,12 +46,14 @@ struct nz_ubuf {
 	struct iov_iter fixed;		/* registered buffer, whole range */
 	bool is_fixed;
 	bool dirty;			/* written: mark pages dirty on unpin */
+	/* Pages charged to mm's pinned_vm (RLIMIT_MEMLOCK); mm is grabbed. */
+	struct mm_struct *mm;
+	unsigned long locked;
 };
 
 /* What a command holds while it is pending. */
 struct nz_xreq {
 	struct nz_req base;		/* chardev's pending-command record */
-	struct task_struct *task;	/* submitter, for PF_EXITING */
 	unsigned long deadline;		/* jiffies */
 	unsigned long timeout;		/* jiffies without progress allowed */
 };
@@ -84,7 +86,13 @@ struct nz_msg {
 	struct nz_reasm reasm;
 	u64 *map;
 	void *kbuf;			/* unexpected: held here until complete */
-	u32 writers;			/* payload reads in progress */
+	/*
+	 * Copies touching the user buffer right now: a transport writing a
+	 * received payload into it (RX) or a chunk of it onto the wire (TX,
+	 * the chunk is busy).  The CQE waits for the last: after it the
+	 * buffer is never touched again.
+	 */
+	u32 writers;
 	bool arrived;			/* msg_id known: first frame seen */
 	bool complete;			/* every byte arrived */
 	bool discard;			/* receive failed: drain the rest */
@@ -171,6 +179,8 @@ struct nz_conn {
 	struct list_head ctrl;		/* struct nz_ctrl to send */
 	u32 nctrl;
 	struct delayed_work connect_work;	/* client: (re)connect */
+	struct mutex dial_lock;		/* dial: a connect <-> its abort */
+	void *dial;			/* nz_conn_dial_begin(), comm.c */
 	struct work_struct fail_work;	/* transport reported an error */
 	void *fail_tp;			/* the transport state that failed */
 	int fail_err;
@@ -290,6 +300,8 @@ void nz_comm_scan(struct nz_comm *comm);
 
 /* Transport -> comm: connection events. */
 int nz_conn_attach(struct nz_conn *conn, void *tp);	/* under io_lock */
+int nz_conn_dial_begin(struct nz_conn *conn, void *dial);
+int nz_conn_dial_end(struct nz_conn *conn);
 void nz_conn_detach(struct nz_conn *conn, int err);	/* under io_lock */
 void nz_conn_fail(struct nz_conn *conn, void *tp, int err); /* any context */
 struct nz_conn *nz_comm_conn(struct nz_comm *comm, u32 rank, u32 slot);

@@ -11,8 +11,11 @@
  * finish a message under the lock collect it and complete it afterwards.
  */
 #include <linux/module.h>
+#include <linux/error-injection.h>
 #include <linux/mm.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/hash.h>
 #include <linux/io_uring.h>
@@ -24,9 +27,78 @@ module_param(unexpected_mb, uint, 0644);
 MODULE_PARM_DESC(unexpected_mb,
 		 "per-peer budget (MiB) for messages that arrive before their receive");
 
+/*
+ * The longest message one SEND or RECV may name.  Its pages are pinned for
+ * the whole transfer, so this also bounds the page arrays allocated for it
+ * (16 bytes a page: 256 GiB is a 1 GiB array, below kvmalloc's INT_MAX).
+ * Below this, RLIMIT_MEMLOCK decides for users without CAP_IPC_LOCK.
+ */
+#define NZ_MAX_MSG_MB_LIMIT	(256U << 10)
+static unsigned int max_msg_mb = 16U << 10;
+
+static int nz_max_msg_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+	int ret = kstrtouint(val, 0, &v);
+
+	if (ret)
+		return ret;
+	if (!v || v > NZ_MAX_MSG_MB_LIMIT)
+		return -ERANGE;
+	WRITE_ONCE(max_msg_mb, v);
+	return 0;
+}
+
+static const struct kernel_param_ops nz_max_msg_ops = {
+	.set = nz_max_msg_set,
+	.get = param_get_uint,
+};
+module_param_cb(max_msg_mb, &nz_max_msg_ops, &max_msg_mb, 0644);
+MODULE_PARM_DESC(max_msg_mb,
+		 "longest SEND or RECV in MiB (default 16384, at most 262144)");
+
 static struct kmem_cache *nz_chunk_cache;
 
 /* ---- user buffers ------------------------------------------------------ */
+
+/* A SEND or RECV length this module accepts; -EMSGSIZE otherwise. */
+static int nz_xfer_len_ok(u64 len)
+{
+	return len > ((u64)READ_ONCE(max_msg_mb) << 20) ? -EMSGSIZE : 0;
+}
+
+/*
+ * Charge npages to the caller's pinned pages (VmPin), limited by
+ * RLIMIT_MEMLOCK unless it has CAP_IPC_LOCK, as RDMA's ib_umem_get() does:
+ * one atomic, no mmap lock on the command path.
+ */
+static int nz_ubuf_charge(struct nz_ubuf *b, unsigned long npages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	struct mm_struct *mm = current->mm;
+
+	if (!mm)
+		return -EFAULT;
+	if (atomic64_add_return(npages, &mm->pinned_vm) > limit &&
+	    !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	mmgrab(mm);
+	b->mm = mm;
+	b->locked = npages;
+	return 0;
+}
+
+static void nz_ubuf_uncharge(struct nz_ubuf *b)
+{
+	if (!b->mm)
+		return;
+	atomic64_sub(b->locked, &b->mm->pinned_vm);
+	mmdrop(b->mm);
+	b->mm = NULL;
+	b->locked = 0;
+}
 
 static int nz_ubuf_pin(struct nz_ubuf *b, struct io_uring_cmd *cmd, u64 addr,
 		       u64 len, bool write)
@@ -46,19 +118,24 @@ static int nz_ubuf_pin(struct nz_ubuf *b, struct io_uring_cmd *cmd, u64 addr,
 						 write ? ITER_DEST : ITER_SOURCE,
 						 &b->fixed, cmd);
 	}
-	if (addr + len < addr)
+	if (addr + len < addr || addr + len > TASK_SIZE_MAX)
 		return -EFAULT;
+	/* The caller checked len against max_msg_mb: npages fits an int. */
 	b->first_off = offset_in_page(addr);
 	npages = DIV_ROUND_UP(b->first_off + len, PAGE_SIZE);
-	if (npages > INT_MAX)
-		return -EINVAL;
-	b->pages = kvmalloc_array(npages, sizeof(*b->pages), GFP_KERNEL);
-	b->bvec = kvmalloc_array(npages, sizeof(*b->bvec), GFP_KERNEL);
+	ret = nz_ubuf_charge(b, npages);
+	if (ret)
+		return ret;
+	b->pages = kvmalloc_array(npages, sizeof(*b->pages),
+				  GFP_KERNEL_ACCOUNT);
+	b->bvec = kvmalloc_array(npages, sizeof(*b->bvec), GFP_KERNEL_ACCOUNT);
 	ret = -ENOMEM;
 	if (!b->pages || !b->bvec)
 		goto out_free;
+	/* Long term: a transfer may wait for its peer for minutes. */
 	got = pin_user_pages_fast(addr & PAGE_MASK, npages,
-				  write ? FOLL_WRITE : 0, b->pages);
+				  FOLL_LONGTERM | (write ? FOLL_WRITE : 0),
+				  b->pages);
 	if (got != npages) {
 		if (got > 0)
 			unpin_user_pages(b->pages, got);
@@ -82,6 +159,7 @@ out_free:
 	kvfree(b->bvec);
 	b->pages = NULL;
 	b->bvec = NULL;
+	nz_ubuf_uncharge(b);
 	return ret;
 }
 
@@ -94,6 +172,7 @@ static void nz_ubuf_release(struct nz_ubuf *b)
 	b->npages = 0;
 	b->pages = NULL;
 	b->bvec = NULL;
+	nz_ubuf_uncharge(b);
 }
 
 /* An iterator over [off, off + len) of the buffer. */
@@ -160,6 +239,15 @@ static void nz_chunk_free(struct nz_chunk *ch)
 	kmem_cache_free(nz_chunk_cache, ch);
 }
 
+/* Chunks of messages already done, off their lists: free them unlocked. */
+static void nz_chunks_free_list(struct list_head *chunks)
+{
+	struct nz_chunk *ch, *tmp;
+
+	list_for_each_entry_safe(ch, tmp, chunks, node)
+		nz_chunk_free(ch);
+}
+
 /*
  * Decide a message's result and take it off its list; under peer->lock.
  * Returns true when the caller must call nz_msg_complete() after
@@ -184,6 +272,21 @@ static bool nz_msg_set_done(struct nz_msg *m, s32 result)
 	if (m->dir == NZ_MSG_TX)
 		p->tx_inflight_msgs--;
 	if (m->writers || m->cqe_posted)
+		return false;
+	m->cqe_posted = true;
+	return true;
+}
+
+/*
+ * A copy to or from m's buffer ended, under peer->lock.  True when that was
+ * the last one of a message whose result is decided: the caller must then
+ * call nz_msg_complete() after unlocking.
+ */
+static bool nz_msg_writer_done(struct nz_msg *m)
+{
+	lockdep_assert_held(&m->peer->lock);
+	m->writers--;
+	if (!m->done || m->writers || m->cqe_posted)
 		return false;
 	m->cqe_posted = true;
 	return true;
@@ -229,7 +332,6 @@ static struct nz_xreq *nz_xreq_alloc(struct nz_file *f,
 	if (!x)
 		return NULL;
 	nz_req_init(&x->base, f, cmd);
-	x->task = current;
 	x->timeout = msecs_to_jiffies(timeout_ms ? timeout_ms : comm->timeout_ms);
 	x->deadline = jiffies + x->timeout;
 	return x;
@@ -303,8 +405,8 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 	p = nz_xfer_peer(comm, x);
 	if (!p)
 		goto out_put_comm;
-	ret = -EMSGSIZE;
-	if (x->len > comm->lim.max_msg)
+	ret = nz_xfer_len_ok(x->len);
+	if (ret)
 		goto out_put_comm;
 	ret = -ENOMEM;
 	m = nz_msg_alloc(p, NZ_MSG_TX);
@@ -349,7 +451,8 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 	return 0;
 
 out_free:
-	kfree(xr);
+	if (xr)
+		nz_req_free(&xr->base);
 	kfree(spare);
 	if (m)
 		nz_msg_put(m);
@@ -357,6 +460,7 @@ out_put_comm:
 	nz_comm_put(comm);
 	return ret;
 }
+ALLOW_ERROR_INJECTION(nz_cmd_send, ERRNO);
 
 /* An incoming message waiting for this receive, under peer->lock. */
 static struct nz_msg *nz_find_unclaimed(struct nz_peer *p, u64 tag, u64 seq)
@@ -388,6 +492,9 @@ int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 	ret = -EINVAL;
 	p = nz_xfer_peer(comm, x);
 	if (!p)
+		goto out_put_comm;
+	ret = nz_xfer_len_ok(x->len);
+	if (ret)
 		goto out_put_comm;
 	ret = -ENOMEM;
 	m = nz_msg_alloc(p, NZ_MSG_RX);
@@ -460,7 +567,8 @@ int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 	nz_peer_kick(p);
 
 out_free:
-	kfree(xr);
+	if (xr)
+		nz_req_free(&xr->base);
 	kfree(spare);
 	if (m)
 		nz_msg_put(m);
@@ -468,6 +576,7 @@ out_put_comm:
 	nz_comm_put(comm);
 	return ret;
 }
+ALLOW_ERROR_INJECTION(nz_cmd_recv, ERRNO);
 
 /* ---- receive path ---------------------------------------------------------- */
 
@@ -645,6 +754,7 @@ int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
 	spin_unlock_bh(&p->lock);
 	return 0;
 }
+ALLOW_ERROR_INJECTION(nz_conn_rx_data, ERRNO);
 
 static void nz_conn_queue_ctrl(struct nz_conn *conn, struct nz_ctrl *c)
 {
@@ -742,11 +852,7 @@ void nz_conn_rx_data_abort(struct nz_conn *conn, struct nz_rx_dest *d)
 	if (!m)
 		return;
 	spin_lock_bh(&p->lock);
-	m->writers--;
-	if (m->done && !m->writers && !m->cqe_posted) {
-		m->cqe_posted = true;
-		complete = true;
-	}
+	complete = nz_msg_writer_done(m);
 	spin_unlock_bh(&p->lock);
 	if (complete)
 		nz_msg_complete(m);
@@ -758,7 +864,7 @@ static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
 {
 	struct nz_peer *p = conn->peer;
 	struct nz_chunk *ch, *found = NULL;
-	bool complete = false;
+	bool complete = false, free_it;
 	struct nz_msg *m;
 
 	spin_lock_bh(&p->lock);
@@ -782,13 +888,17 @@ static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
 	m->outstanding--;
 	if (m->assigned_all && !m->outstanding)
 		complete = nz_msg_set_done(m, m->total);
-	/* Its writer has not returned yet: it frees the chunk. */
-	if (found->busy)
+	/*
+	 * Its writer has not returned yet: it frees the chunk, maybe as soon
+	 * as we unlock -- so decide here, never look at found after.
+	 */
+	free_it = !found->busy;
+	if (!free_it)
 		found->acked = true;
 	spin_unlock_bh(&p->lock);
 	if (complete)
 		nz_msg_complete(m);
-	if (!found->acked)
+	if (free_it)
 		nz_chunk_free(found);
 	nz_conn_kick(conn);
 	return 0;
@@ -826,14 +936,16 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 		return -EPROTO;
 	}
 }
+ALLOW_ERROR_INJECTION(nz_conn_rx_ctrl, ERRNO);
 
 /* ---- transmit path ---------------------------------------------------------- */
 
 int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 {
 	struct nz_peer *p = conn->peer;
-	struct nz_chunk *spare, *ch;
+	struct nz_chunk *spare, *ch, *tmp;
 	struct nz_ctrl *c = NULL;
+	LIST_HEAD(dead);
 	bool flushed;
 	struct nz_msg *m;
 
@@ -856,16 +968,22 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 			kmem_cache_free(nz_chunk_cache, spare);
 		return 0;
 	}
+	/* Chunks to resend of a message that failed meanwhile: never sent. */
+	list_for_each_entry_safe(ch, tmp, &p->resend, node)
+		if (ch->msg->done)
+			list_move_tail(&ch->node, &dead);
 	ch = (spare && conn->state == NZ_CONN_UP) ?
 		nz_sched_next_chunk(conn, &spare) : NULL;
 	if (!ch) {
 		spin_unlock_bh(&p->lock);
+		nz_chunks_free_list(&dead);
 		if (spare)
 			kmem_cache_free(nz_chunk_cache, spare);
 		return -ENODATA;
 	}
 	m = ch->msg;
 	ch->busy = true;
+	m->writers++;
 	WRITE_ONCE(conn->tx_last, jiffies);
 	nz_frame_init(&it->f, NZ_FRAME_DATA);
 	it->f.len = ch->len;
@@ -878,16 +996,19 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 	/* The chunk's reference keeps the pages pinned while we send. */
 	nz_ubuf_iter(&m->ubuf, ITER_SOURCE, ch->offset, ch->len, &it->iter);
 	spin_unlock_bh(&p->lock);
+	nz_chunks_free_list(&dead);
 	if (spare)
 		kmem_cache_free(nz_chunk_cache, spare);
 	return 0;
 }
+ALLOW_ERROR_INJECTION(nz_conn_tx_next, ERRNO);
 
 void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
 {
 	struct nz_chunk *ch = it->chunk;
 	struct nz_peer *p = conn->peer;
-	bool free_it = false, moved = false;
+	bool free_it = false, moved = false, complete = false;
+	struct nz_msg *m;
 
 	if (!ch)
 		return;
@@ -895,17 +1016,21 @@ void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
 	atomic64_inc(&conn->chunks_tx);
 	atomic64_add(it->f.len, &conn->rail->stats.bytes_tx);
 	atomic64_inc(&conn->rail->stats.chunks_tx);
+	m = ch->msg;
 	spin_lock_bh(&p->lock);
 	ch->busy = false;
+	complete = nz_msg_writer_done(m);
 	if (ch->acked) {
 		free_it = true;
-	} else if (READ_ONCE(conn->suspect)) {
+	} else if (READ_ONCE(conn->suspect) && !m->done) {
 		/* Written on a path we gave up on: send it elsewhere too. */
 		conn->inflight_bytes -= ch->len;
 		list_move_tail(&ch->node, &p->resend);
 		moved = true;
 	}
 	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(m);
 	if (free_it)
 		nz_chunk_free(ch);
 	if (moved)
@@ -921,6 +1046,8 @@ u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all)
 {
 	struct nz_peer *p = conn->peer;
 	struct nz_chunk *ch, *tmp;
+	LIST_HEAD(done);
+	LIST_HEAD(dead);
 	u32 n = 0;
 
 	spin_lock_bh(&p->lock);
@@ -932,15 +1059,25 @@ u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all)
 		 */
 		if (ch->busy && !all)
 			continue;
+		conn->inflight_bytes -= ch->len;
+		/* The transport is gone: its write will never report done. */
+		if (ch->busy && nz_msg_writer_done(ch->msg))
+			list_add_tail(&ch->msg->node, &done);
 		ch->busy = false;
 		ch->sent = false;
-		conn->inflight_bytes -= ch->len;
+		/* A message that failed is never read again: drop its chunks. */
+		if (ch->msg->done) {
+			list_move_tail(&ch->node, &dead);
+			continue;
+		}
 		list_move_tail(&ch->node, &p->resend);
 		n++;
 	}
 	if (all)
 		conn->inflight_bytes = 0;
 	spin_unlock_bh(&p->lock);
+	nz_complete_list(&done);
+	nz_chunks_free_list(&dead);
 	return n;
 }
 
@@ -971,7 +1108,7 @@ static s32 nz_msg_expired(const struct nz_msg *m)
 
 	if (!x)
 		return 0;
-	if (x->task->flags & PF_EXITING)
+	if (nz_req_owner_gone(&x->base))
 		return -ECANCELED;
 	if (time_after(jiffies, x->deadline) &&
 	    time_after(jiffies, m->peer->last_progress + x->timeout))
@@ -1058,15 +1195,23 @@ void nz_peer_fail_all(struct nz_peer *p, s32 err)
 /* Chunks still on a connection when the communicator is torn down. */
 void nz_conn_drop_chunks(struct nz_conn *conn)
 {
-	struct nz_chunk *ch, *tmp;
+	struct nz_chunk *ch;
 	LIST_HEAD(chunks);
+	LIST_HEAD(done);
 
 	spin_lock_bh(&conn->peer->lock);
+	/* The transport is closed: a write it had begun never reports done. */
+	list_for_each_entry(ch, &conn->chunks, node)
+		if (ch->busy) {
+			ch->busy = false;
+			if (nz_msg_writer_done(ch->msg))
+				list_add_tail(&ch->msg->node, &done);
+		}
 	list_splice_init(&conn->chunks, &chunks);
 	conn->inflight_bytes = 0;
 	spin_unlock_bh(&conn->peer->lock);
-	list_for_each_entry_safe(ch, tmp, &chunks, node)
-		nz_chunk_free(ch);
+	nz_complete_list(&done);
+	nz_chunks_free_list(&chunks);
 }
 
 /* ---- chunk allocation, for sched.c ------------------------------------------ */

@@ -28,6 +28,7 @@ struct nz_stats {
 	atomic64_t cmds_cancelled;	/* completed with -ECANCELED */
 	atomic_t open_files;		/* files currently open */
 	atomic_t inflight;		/* commands queued, not completed */
+	atomic_t comms;			/* communicators not yet freed */
 };
 
 extern struct nz_stats nz_stats;
@@ -52,6 +53,13 @@ struct nz_req {
 	struct list_head node;
 	struct io_uring_cmd *cmd;
 	struct nz_file *file;
+	/*
+	 * The submitting process's address space, held (mmgrab) until the
+	 * command completes: when its last user goes (the process exited)
+	 * nobody can reap the completion, and Linux 6.1 cannot cancel a
+	 * uring command, so the module must (nz_req_owner_gone()).
+	 */
+	struct mm_struct *mm;
 	struct delayed_work dwork;	/* deferred NOP */
 	s32 result;
 	u64 res2;
@@ -66,6 +74,8 @@ void nz_chardev_exit(void);
 void nz_req_init(struct nz_req *req, struct nz_file *f,
 		 struct io_uring_cmd *cmd);
 int nz_req_queue(struct nz_req *req);
+void nz_req_free(struct nz_req *req);
+bool nz_req_owner_gone(const struct nz_req *req);
 void nz_req_complete(struct nz_req *req, s32 result, u64 res2);
 
 /* sysfs.c */

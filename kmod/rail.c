@@ -15,6 +15,7 @@
 #include <linux/ethtool.h>
 #include <linux/inetdevice.h>
 #include <linux/module.h>
+#include <linux/error-injection.h>
 #include <linux/mutex.h>
 #include <linux/netdevice.h>
 #include <linux/rtnetlink.h>
@@ -389,6 +390,7 @@ out_unlock:
 	nz_rail_put(rail);
 	return ret;
 }
+ALLOW_ERROR_INJECTION(nz_rail_add, ERRNO);
 
 /* Under nz_rail_cfg_lock. */
 static void nz_rail_destroy(struct nz_rail *rail)

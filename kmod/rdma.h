@@ -198,6 +198,7 @@ void nz_rdma_conn_close(struct nz_conn *conn);
 
 /* rdma_conn.c: connecting. */
 int nz_rdma_conn_connect(struct nz_conn *conn);
+void nz_rdma_dial_abort(void *dial);
 /* CONNECT_REQUEST: 0 accepted, 1 rejected (rdma_cm destroys id). */
 int nz_rdma_cm_request(struct nz_rdma_rail *rr, struct rdma_cm_id *id,
 		       const struct rdma_cm_event *ev);

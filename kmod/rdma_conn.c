@@ -540,6 +540,9 @@ int nz_rdma_conn_connect(struct nz_conn *conn)
 		kfree(rc);
 		return ret;
 	}
+	ret = nz_conn_dial_begin(conn, rc);
+	if (ret)
+		goto out_teardown;
 	id = rdma_create_id(rail->net, nz_rdma_cm_handler, rc, RDMA_PS_TCP,
 			    IB_QPT_RC);
 	if (IS_ERR(id)) {
@@ -570,6 +573,9 @@ int nz_rdma_conn_connect(struct nz_conn *conn)
 		pr_warn_ratelimited("rail %s: rank %u failed to authenticate\n",
 				    rail->name, conn->peer->rank);
 	}
+	/* Aborted after the handshake: do not attach. */
+	if (!ret)
+		ret = nz_conn_dial_end(conn);
 	if (!ret)
 		ret = nz_rdma_attach(rc, conn);
 	if (!ret)
@@ -577,8 +583,21 @@ int nz_rdma_conn_connect(struct nz_conn *conn)
 	pr_debug("rail %s: connecting to rank %u failed at step %d: %d\n",
 		 rail->name, conn->peer->rank, rc->step, ret);
 out_teardown:
+	nz_conn_dial_end(conn);
 	nz_rdma_teardown(rc, false, false);
 	return ret;
+}
+
+/* Teardown: the dial gives up; its waits see rc->err at once. */
+void nz_rdma_dial_abort(void *dial)
+{
+	struct nz_rdma_conn *rc = dial;
+
+	spin_lock_bh(&rc->lock);
+	if (!rc->err)
+		rc->err = -ECANCELED;
+	spin_unlock_bh(&rc->lock);
+	wake_up_all(&rc->waitq);
 }
 
 /* ---- server side ------------------------------------------------------------------------------ */

@@ -556,6 +556,7 @@ static const struct nz_transport nz_rdma_transport = {
 	.rail_start = nz_rdma_rail_start,
 	.rail_stop = nz_rdma_rail_stop,
 	.conn_connect = nz_rdma_conn_connect,
+	.dial_abort = nz_rdma_dial_abort,
 	.conn_kick = nz_rdma_conn_kick,
 	.conn_close = nz_rdma_conn_close,
 };

@@ -7,6 +7,7 @@
 #include <linux/device.h>
 #include <linux/kdev_t.h>
 #include <linux/module.h>
+#include <linux/error-injection.h>
 #include <linux/sysfs.h>
 #include "nezha.h"
 #include "comm.h"
@@ -40,6 +41,7 @@ NZ_ATTR_ATOMIC64(cmds_rejected);
 NZ_ATTR_ATOMIC64(cmds_cancelled);
 NZ_ATTR_ATOMIC(open_files);
 NZ_ATTR_ATOMIC(inflight);
+NZ_ATTR_ATOMIC(comms);
 
 static ssize_t abi_version_show(struct device *d, struct device_attribute *a,
 				char *buf)
@@ -71,6 +73,7 @@ static struct attribute *nz_info_attrs[] = {
 	&dev_attr_features.attr,
 	&dev_attr_open_files.attr,
 	&dev_attr_inflight.attr,
+	&dev_attr_comms.attr,
 	NULL,
 };
 
@@ -444,6 +447,7 @@ int nz_sysfs_conn_add(struct nz_conn *conn)
 	conn->kobj = &ck->kobj;
 	return 0;
 }
+ALLOW_ERROR_INJECTION(nz_sysfs_conn_add, ERRNO);
 
 /* After this returns no attribute of conn is being read or can be. */
 void nz_sysfs_conn_del(struct nz_conn *conn)

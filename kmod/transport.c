@@ -97,6 +97,8 @@ bool nz_transport_loaded(u32 proto)
 #define NZ_TRANSPORT_EXPORT(sym) EXPORT_SYMBOL_GPL(sym)
 
 NZ_TRANSPORT_EXPORT(nz_conn_attach);
+NZ_TRANSPORT_EXPORT(nz_conn_dial_begin);
+NZ_TRANSPORT_EXPORT(nz_conn_dial_end);
 NZ_TRANSPORT_EXPORT(nz_conn_detach);
 NZ_TRANSPORT_EXPORT(nz_conn_fail);
 NZ_TRANSPORT_EXPORT(nz_conn_rx_data);

@@ -77,6 +77,15 @@ struct nz_transport {
 	void (*conn_close)(struct nz_conn *conn);
 
 	/*
+	 * Optional: make the conn_connect() that registered dial (with
+	 * nz_conn_dial_begin()) give up now -- its socket shut down, its
+	 * waits woken -- so that teardown never waits for a dial or a
+	 * handshake to time out.  Called under the core's dial lock, in
+	 * process context; dial stays valid until nz_conn_dial_end().
+	 */
+	void (*dial_abort)(void *dial);
+
+	/*
 	 * Optional, under conn->kick_lock like conn_kick(): a message this
 	 * connection may be writing a frame into (nz_rx_dest.msg) is complete
 	 * -- its bytes came over other rails.  The transport stops writing

@@ -97,13 +97,18 @@ struct nz_tcp_rail {
 	struct work_struct accept_work;
 	void (*saved_data_ready)(struct sock *sk);
 	atomic_t handshakes;
+	/* Server handshakes in progress, so that rail_stop() can end them. */
+	struct mutex hs_lock;
+	struct list_head hs_list;
 };
 
 struct nz_tcp_hs {
 	struct work_struct work;
 	struct socket *sock;
 	struct nz_rail *rail;		/* holds a reference */
-	atomic_t *counter;
+	struct nz_tcp_rail *tr;		/* rail_stop() waits for us */
+	struct list_head node;		/* tr->hs_list, under tr->hs_lock */
+	bool stop;			/* rail_stop() shut our socket down */
 };
 
 struct nz_tcp_conn {
@@ -715,6 +720,9 @@ static int nz_tcp_conn_connect(struct nz_conn *conn)
 			       &sock);
 	if (ret)
 		return ret;
+	ret = nz_conn_dial_begin(conn, sock);
+	if (ret)
+		goto out_release;
 	nz_tcp_set_timeouts(sock);
 	/* Leave by the rail's device, unless the peer is on this host. */
 	if (inet_addr_type(rail->net, a->addr) != RTN_LOCAL) {
@@ -737,14 +745,28 @@ static int nz_tcp_conn_connect(struct nz_conn *conn)
 		}
 		goto out_release;
 	}
-	ret = nz_tcp_attach(conn, sock);
+	/* Aborted after the handshake: the socket is shut, do not attach. */
+	ret = nz_conn_dial_end(conn);
+	if (!ret)
+		ret = nz_tcp_attach(conn, sock);
 	if (ret)
 		goto out_release;
 	return 0;
 
 out_release:
+	nz_conn_dial_end(conn);
 	sock_release(sock);
 	return ret;
+}
+
+/*
+ * Teardown: a dial in progress gives up at once.  Shutting the socket down
+ * wakes a connect() waiting for SYN-ACK (or for ARP) and a handshake
+ * waiting to read: both return an error and the connect work ends.
+ */
+static void nz_tcp_dial_abort(void *dial)
+{
+	kernel_sock_shutdown(dial, SHUT_RDWR);
 }
 
 /* ---- server side --------------------------------------------------------------- */
@@ -775,22 +797,38 @@ static u32 nz_tcp_check_hello(struct nz_comm *comm, struct nz_rail *rail,
  */
 #define NZ_TCP_COMM_GRACE_MS	2000
 
-static struct nz_comm *nz_tcp_wait_comm(const struct nz_frame_hello *h)
+static struct nz_comm *nz_tcp_wait_comm(struct nz_tcp_hs *hs,
+					const struct nz_frame_hello *h)
 {
 	struct nz_comm *comm;
 	int waited;
 
 	for (waited = 0; ; waited += 20) {
 		comm = nz_comm_find_job(h->job_id, h->dst_rank);
-		if (comm || waited >= NZ_TCP_COMM_GRACE_MS)
+		if (comm || waited >= NZ_TCP_COMM_GRACE_MS ||
+		    READ_ONCE(hs->stop))
 			return comm;
 		msleep(20);
 	}
 }
 
+/* Leave tr's list; false if rail_stop() already shut the socket down. */
+static bool nz_tcp_hs_unlist(struct nz_tcp_hs *hs)
+{
+	struct nz_tcp_rail *tr = hs->tr;
+	bool live;
+
+	mutex_lock(&tr->hs_lock);
+	list_del_init(&hs->node);
+	live = !hs->stop;
+	mutex_unlock(&tr->hs_lock);
+	return live;
+}
+
 static void nz_tcp_server_hs_work(struct work_struct *work)
 {
 	struct nz_tcp_hs *hs = container_of(work, struct nz_tcp_hs, work);
+	struct nz_tcp_rail *tr = hs->tr;
 	u8 nonce_s[NZ_WIRE_NONCE_LEN], in[NZ_WIRE_WELCOME_MAC_LEN];
 	struct nz_rail *rail = hs->rail;
 	struct nz_comm *comm = NULL;
@@ -812,7 +850,7 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 	reason = NZ_CLOSE_IDENTITY;
 	if (READ_ONCE(rail->dead) || READ_ONCE(rail->admin_down))
 		goto refuse;
-	comm = nz_tcp_wait_comm(&hello.hello);
+	comm = nz_tcp_wait_comm(hs, &hello.hello);
 	if (!comm)
 		goto refuse;
 	reason = nz_tcp_check_hello(comm, rail, &hello.hello, nonce_s, &conn);
@@ -826,6 +864,9 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 	ret = nz_comm_mac(comm, in, sizeof(in), f.welcome.mac);
 	if (!ret)
 		ret = nz_tcp_send_frame(hs->sock, &f);
+	/* Off the list before the socket becomes the connection's. */
+	if (!nz_tcp_hs_unlist(hs) && !ret)
+		ret = -ESHUTDOWN;
 	if (!ret)
 		ret = nz_tcp_attach(conn, hs->sock);
 	if (ret) {
@@ -843,12 +884,15 @@ refuse:
 			    reason == NZ_CLOSE_AUTH ? "bad secret" :
 			    reason == NZ_CLOSE_IDENTITY ? "unknown job or rank" :
 			    "malformed handshake", ret);
+	nz_tcp_hs_unlist(hs);
 	kernel_sock_shutdown(hs->sock, SHUT_RDWR);
 	sock_release(hs->sock);
 out:
 	if (comm)
 		nz_comm_put(comm);
-	atomic_dec(hs->counter);
+	/* tr may be freed once the count is 0: wake_up_var() only hashes it. */
+	if (atomic_dec_and_test(&tr->handshakes))
+		wake_up_var(&tr->handshakes);
 	nz_rail_put(rail);
 	kfree(hs);
 }
@@ -880,9 +924,12 @@ static void nz_tcp_accept_work(struct work_struct *work)
 		}
 		hs->sock = sock;
 		hs->rail = tr->rail;
-		hs->counter = &tr->handshakes;
+		hs->tr = tr;
 		kref_get(&tr->rail->ref);
 		INIT_WORK(&hs->work, nz_tcp_server_hs_work);
+		mutex_lock(&tr->hs_lock);
+		list_add_tail(&hs->node, &tr->hs_list);
+		mutex_unlock(&tr->hs_lock);
 		queue_work(nz_wq, &hs->work);
 	}
 }
@@ -914,6 +961,8 @@ static int nz_tcp_rail_start(struct nz_rail *rail)
 		return -ENOMEM;
 	tr->rail = rail;
 	INIT_WORK(&tr->accept_work, nz_tcp_accept_work);
+	mutex_init(&tr->hs_lock);
+	INIT_LIST_HEAD(&tr->hs_list);
 	ret = sock_create_kern(rail->net, AF_INET, SOCK_STREAM, IPPROTO_TCP,
 			       &tr->lsock);
 	if (ret)
@@ -944,6 +993,7 @@ out_free:
 static void nz_tcp_rail_stop(struct nz_rail *rail)
 {
 	struct nz_tcp_rail *tr = rail->priv;
+	struct nz_tcp_hs *hs;
 	struct sock *sk;
 
 	if (!tr)
@@ -956,9 +1006,18 @@ static void nz_tcp_rail_stop(struct nz_rail *rail)
 	cancel_work_sync(&tr->accept_work);
 	kernel_sock_shutdown(tr->lsock, SHUT_RDWR);
 	sock_release(tr->lsock);
-	/* Handshakes in flight hold the rail, not tr: wait for them. */
-	while (atomic_read(&tr->handshakes))
-		msleep(20);
+	/*
+	 * Handshakes in flight hold the rail, not tr.  End them -- their
+	 * reads fail at once on a shut socket, and a wait for the job's
+	 * communicator sees hs->stop -- then wait for the last one.
+	 */
+	mutex_lock(&tr->hs_lock);
+	list_for_each_entry(hs, &tr->hs_list, node) {
+		WRITE_ONCE(hs->stop, true);
+		kernel_sock_shutdown(hs->sock, SHUT_RDWR);
+	}
+	mutex_unlock(&tr->hs_lock);
+	wait_var_event(&tr->handshakes, !atomic_read(&tr->handshakes));
 	rail->priv = NULL;
 	kfree(tr);
 }
@@ -974,5 +1033,6 @@ const struct nz_transport nz_tcp_transport = {
 	.conn_rx_seen = nz_tcp_conn_rx_seen,
 	.conn_min_rtt_us = nz_tcp_conn_min_rtt_us,
 	.conn_close = nz_tcp_conn_close,
+	.dial_abort = nz_tcp_dial_abort,
 	.conn_release_msg = nz_tcp_conn_release_msg,
 };

@@ -9,7 +9,8 @@ PACKAGES=(
 	qemu-system-x86 busybox-static kmod cpio xz-utils
 	iproute2 iputils-ping rdma-core ibverbs-utils perftest iperf3 ethtool procps
 	libibverbs-dev librdmacm-dev liburing-dev libmnl-dev pkg-config sparse
-	python3 python3-docutils
+	python3 python3-docutils rsync
+	flex bison bc libelf-dev libssl-dev
 )
 
 # One dpkg-query for all packages; unknown packages are simply absent from

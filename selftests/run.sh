@@ -8,6 +8,11 @@
 #   selftests/run.sh --quick    host unit tests, static checks, basic guest suite
 #   NZ_SUITES="basic p2p" selftests/run.sh   only these guest suites
 #
+# For the debug-kernel lane (scripts/check-debug.sh): NZ_GUEST_ONLY=1 skips
+# the host unit tests and static checks, NZ_TIMEOUT_SCALE=N multiplies each
+# suite's timeout, NZ_VM_MEM gives each guest that many MiB, and
+# NZ_DEBUG_SUITES=1 adds the suites of selftests/guest/suites.debug.
+#
 # Guest suites are listed in selftests/guest/suites: name, guests, rails,
 # timeout (s), script, and optionally a script that runs on the host beside
 # the guests (vm.sh -H).  Each boots its own guests (selftests/qemu/vm.sh).
@@ -47,6 +52,7 @@ relay() {	# relay PREFIX < TAP: renumber and count every result line
 echo "TAP version 13"
 # 1. Host unit tests.
 for t in build/unit/test_*; do
+	[ -z "${NZ_GUEST_ONLY:-}" ] || break
 	[ -x "$t" ] || continue
 	name=$(basename "$t")
 	timeout 300 "$t" > "$OUT/$name.tap" 2>&1
@@ -70,7 +76,7 @@ if [ -x build/fuzz/fuzz_wire ]; then
 fi
 
 # 2. Static checks of the kernel code.
-relay "static: " < <(scripts/static-checks.sh 2>&1)
+[ -n "${NZ_GUEST_ONLY:-}" ] || relay "static: " < <(scripts/static-checks.sh 2>&1)
 
 # 3. Guest suites.
 if [ ! -e /dev/net/tun ] || ! command -v qemu-system-x86_64 >/dev/null; then
@@ -86,7 +92,8 @@ else
 		start=$(date +%s)
 		hopt=()
 		[ -n "$host" ] && hopt=(-H "$host")
-		selftests/qemu/vm.sh -n "$guests" -r "$rails" -t "$timeout" \
+		timeout=$((timeout * ${NZ_TIMEOUT_SCALE:-1}))
+		selftests/qemu/vm.sh -n "$guests" -r "$rails" -t "$timeout" ${NZ_VM_MEM:+-m "$NZ_VM_MEM"} \
 			-o "$OUT/guest-$name" "${hopt[@]}" "$script" > "$OUT/guest-$name.tap" 2>&1
 		rc=$?
 		relay "$name/" < "$OUT/guest-$name.tap"
@@ -97,7 +104,8 @@ else
 			emit "not ok" "$name/: vm.sh exited $rc"
 		fi
 		echo "# guest suite $name took $(( $(date +%s) - start )) s"
-	done < selftests/guest/suites
+	done < <(cat selftests/guest/suites
+		 [ -z "${NZ_DEBUG_SUITES:-}" ] || cat selftests/guest/suites.debug)
 fi
 
 echo "1..$n"

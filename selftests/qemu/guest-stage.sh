@@ -70,6 +70,7 @@ echo "nz$node" >/etc/hostname
 } >/etc/hosts
 
 export NZ_NODE=$node NZ_NODES NZ_RAILS NZ_TOP NZ_RUN=$run NZ_MODULE_PARAMS
+export NZ_KO NZ_RDMA_KO
 export NZ_IFS="${ifs[*]}" NZ_ADDRS="${addrs[*]}"
 export NZ_OUT=$run/guest$node.out
 [ -d "$NZ_OUT" ] || fail "no $NZ_OUT"
@@ -95,6 +96,16 @@ if [ "$cur" != hpet ] && [[ $cur == tsc* ]] &&
 		echo "nz-stage: TSC rate not confirmed at boot; clocksource hpet" >&2
 fi
 
+# kmemleak (debug kernels): forget what boot left, so that the scan after
+# the script reports only what the test run leaked.
+kmemleak=/sys/kernel/debug/kmemleak
+grep -q " /sys/kernel/debug debugfs " /proc/mounts ||
+	mount -t debugfs none /sys/kernel/debug 2>/dev/null
+if [ -w "$kmemleak" ]; then
+	echo scan >"$kmemleak" 2>/dev/null
+	echo clear >"$kmemleak" 2>/dev/null
+fi
+
 read -r nonce </proc/sys/kernel/random/uuid
 nonce=${nonce//-/}
 read -r uptime _ </proc/uptime
@@ -106,6 +117,22 @@ else
 	bash "$NZ_SCRIPT" "${NZ_ARGS[@]}" </dev/null >&3 2>&3 3>&-
 fi
 rc=$?
+
+# Leaks: an object is reported once it is older than 5 s and no scan found
+# a pointer to it; two scans 6 s apart catch what the last test dropped.
+if [ -w "$kmemleak" ]; then
+	echo scan >"$kmemleak" 2>/dev/null
+	sleep 6
+	echo scan >"$kmemleak" 2>/dev/null
+	leaks=$(grep -c '^unreferenced object' "$kmemleak" 2>/dev/null)
+	if [ "${leaks:-0}" -eq 0 ]; then
+		echo "ok - kmemleak: no unreferenced object after the run" >&3
+	else
+		echo "not ok - kmemleak: $leaks unreferenced objects after the run" >&3
+		head -n 60 "$kmemleak" | sed 's/^/# kmemleak: /' >&3
+		cp "$kmemleak" "$NZ_OUT/kmemleak" 2>/dev/null
+	fi
+fi
 
 dmesg >"$NZ_OUT/dmesg" 2>/dev/null
 echo "NZ-EXIT $rc $nonce" >&3

@@ -262,6 +262,9 @@ done
 		"$nodes" "$rails" "$TOP" "$guest_script"
 	# Module parameters for every insmod of nezha.ko (ablations).
 	printf 'NZ_MODULE_PARAMS=%q\n' "${NZ_MODULE_PARAMS:-}"
+	# The modules to load, when not the tree's own (the debug kernel's).
+	printf 'NZ_KO=%q\nNZ_RDMA_KO=%q\n' "${NZ_KO:-$TOP/nezha.ko}" \
+		"${NZ_RDMA_KO:-$TOP/nezha_rdma.ko}"
 	printf 'NZ_ARGS=('
 	[ ${#guest_args[@]} -eq 0 ] || printf ' %q' "${guest_args[@]}"
 	printf ' )\n'
@@ -481,6 +484,9 @@ bad_console='WARNING:|BUG:|Oops|general protection|Kernel panic|kernel BUG'
 bad_console+='|BUG [^ ]+ \((Not t|T)ainted\)|BUG kmalloc|Redzone|Poison overwritten|Object padding'
 bad_console+='|INFO: task .* blocked|UBSAN|KASAN|list_add corruption|list_del corruption'
 bad_console+='|soft lockup|hard LOCKUP|rcu.*detected stall|kernel stack overflow|stack-protector'
+# The debug kernel's checkers (Documentation/testing.rst, debug-kernel lane).
+bad_console+='|ODEBUG:|kmemleak: [0-9]+ new suspected|INFO: (possible|trying to register|inconsistent)'
+bad_console+='|DEBUG_LOCKS_WARN_ON|BUG: KFENCE|sleeping function called from invalid context'
 
 # Rewrite a guest's TAP lines so they name the guest: "ok 3 foo # SKIP x"
 # becomes "ok - g0: foo # SKIP x".  Exits 1 if any line was "not ok".

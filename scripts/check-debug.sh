@@ -1,0 +1,54 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The debug-kernel lane (`make check-debug`, Documentation/testing.rst):
+# every guest suite on a kernel with KASAN, lockdep, kmemleak, UBSAN,
+# DEBUG_OBJECTS and KFENCE, against nezha.ko and nezha_rdma.ko built for
+# that kernel.  A suite fails on any report of theirs (vm.sh's console
+# patterns, and a kmemleak scan at the end of each guest's run).
+#
+#   scripts/check-debug.sh                 every suite in selftests/guest/suites
+#   NZ_SUITES="basic limits" scripts/check-debug.sh      only these
+#
+# The kernel is built once and cached (scripts/debug-kernel.sh, ~15 min on
+# 2 cores); the module build takes seconds.  Prints TAP and the runner's
+# "N passed, N failed" line; exit status 0 iff nothing failed.
+set -u
+cd "$(dirname "$0")/.."
+TOP=$PWD
+
+paths=$(scripts/debug-kernel.sh) || {
+	echo "not ok 1 - debug kernel build (scripts/debug-kernel.sh)"
+	echo "0 passed, 1 failed"
+	exit 1
+}
+eval "$paths"	# NZ_KERNEL NZ_MODDIR NZ_DEBUG_KDIR
+
+# The module for that kernel, built from a copy of the sources: kbuild
+# writes its objects beside them, and the tree's own nezha.ko is for the
+# Debian kernel.
+mod=$TOP/build/debug-mod
+mkdir -p "$mod"
+rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
+	--exclude='*.mod.c' --exclude='.*.cmd' --exclude='*.o.d' \
+	"$TOP/Kbuild" "$TOP/kmod" "$TOP/uapi" "$mod/"
+if ! out=$(make -C "$NZ_DEBUG_KDIR" M="$mod" W=1 modules 2>&1); then
+	echo "not ok 1 - nezha.ko builds against the debug kernel"
+	echo "$out" | tail -n 30 | sed 's/^/# /'
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+if grep -q 'warning:' <<<"$out"; then
+	echo "# warnings building against the debug kernel:"
+	grep 'warning:' <<<"$out" | head -n 20 | sed 's/^/# /'
+fi
+
+# KASAN's shadow and lockdep's tables want memory; the checks make every
+# step several times slower under TCG.
+export NZ_KERNEL NZ_MODDIR NZ_KO=$mod/nezha.ko NZ_RDMA_KO=$mod/nezha_rdma.ko
+# Its vmlinux does not start through the PVH entry (a KASAN kernel of
+# 116 MB, silent from the first instruction): boot the bzImage.
+export NZ_PVH=0
+export NZ_GUEST_ONLY=1 NZ_DEBUG_SUITES=1 NZ_TIMEOUT_SCALE=${NZ_TIMEOUT_SCALE:-4} NZ_VM_MEM=${NZ_VM_MEM:-1024}
+export NZ_OUT=${NZ_OUT:-$TOP/build/test-output-debug}
+exec selftests/run.sh

@@ -1,0 +1,551 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Guest test: what a local user of /dev/nezha can do to the module, each
+ * case a bug that was found (issue 18) and must stay fixed.
+ *
+ *   nz_limits RAIL ADDR PORT CTL [TEST...]
+ *
+ * TEST names the cases to run (create, lengths, memlock, destroy, killed,
+ * race, raildel; default all), to replay one against an older module.
+ * RAIL is a TCP rail on the local address ADDR listening on PORT; CTL is
+ * nezhactl.  Unreachable peers are addresses of the rail's /24 that no
+ * guest has (ARP gets no answer, so a dial would block for seconds) and a
+ * local socket that accepts and never speaks (a handshake would block).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "nezha.h"
+#include "tap.h"
+
+#define SYSFS		"/sys/class/nezha/nezha/"
+#define SILENT_PORT	7499		/* our socket that never speaks */
+
+static const char *rail, *ctl;
+static struct in_addr rail_addr;
+static uint16_t rail_port;
+
+static long long sysfs_ll(const char *path)
+{
+	char buf[64];
+	long long v = -1;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	if (fgets(buf, sizeof(buf), f))
+		v = strtoll(buf, NULL, 0);
+	fclose(f);
+	return v;
+}
+
+static long long stat_ll(const char *name)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), SYSFS "%s", name);
+	return sysfs_ll(path);
+}
+
+/* Connection directories under the rail: one per (communicator, peer). */
+static long long rail_conns(void)
+{
+	char pat[256];
+	long long n;
+	glob_t g;
+
+	snprintf(pat, sizeof(pat), "/sys/class/nezha/rail-%s/peer-*", rail);
+	if (glob(pat, 0, NULL, &g))
+		return 0;
+	n = (long long)g.gl_pathc;
+	globfree(&g);
+	return n;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* An address of the rail's /24 that nobody has: .200 + i. */
+static uint32_t nobody_addr(unsigned int i)
+{
+	uint32_t a = ntohl(rail_addr.s_addr);
+
+	return htonl((a & 0xffffff00u) | (200 + i % 50));
+}
+
+/*
+ * A communicator of size ranks in which we are rank `rank`, every other
+ * rank at an address that never answers (every second one our silent
+ * socket when silent is set).  Returns the comm id or -errno.
+ */
+static int comm_create(int fd, uint32_t size, uint32_t rank, bool silent,
+		       uint64_t job)
+{
+	struct nz_comm_create cc = { 0 };
+	struct nz_comm_addr *a = calloc(size, sizeof(*a));
+	uint32_t r;
+	int ret;
+
+	if (!a)
+		return -ENOMEM;
+	for (r = 0; r < size; r++) {
+		if (silent && r % 2) {
+			a[r].addr = rail_addr.s_addr;
+			a[r].port = htons(SILENT_PORT);
+		} else {
+			a[r].addr = nobody_addr(r);
+			a[r].port = htons(rail_port);
+		}
+	}
+	cc.job_id = job;
+	memset(cc.secret, 0x42, sizeof(cc.secret));
+	cc.rank = rank;
+	cc.size = size;
+	cc.nrails = 1;
+	cc.timeout_ms = 60000;
+	snprintf(cc.rails[0], sizeof(cc.rails[0]), "%s", rail);
+	cc.addrs = (uintptr_t)a;
+	ret = ioctl(fd, NZ_IOC_COMM_CREATE, &cc) ? -errno : (int)cc.comm_id;
+	free(a);
+	return ret;
+}
+
+static int comm_destroy(int fd, uint32_t id)
+{
+	return ioctl(fd, NZ_IOC_COMM_DESTROY, &id) ? -errno : 0;
+}
+
+/* Submit one SEND or RECV; with wait_ms >= 0 wait for its CQE. */
+static int xfer(struct nz_queue *q, uint32_t op, uint32_t comm, uint32_t peer,
+		void *buf, uint64_t len, int wait_ms)
+{
+	struct nz_sqe cmd = { 0 };
+	struct nz_cqe cqe;
+	int ret;
+
+	cmd.comm_id = comm;
+	cmd.xfer.addr = (uintptr_t)buf;
+	cmd.xfer.len = len;
+	cmd.xfer.peer = peer;
+	cmd.xfer.tag = 1;
+	ret = nz_queue_prep(q, op, &cmd, 1, -1);
+	if (!ret)
+		ret = nz_queue_submit(q) == 1 ? 0 : -EIO;
+	if (ret || wait_ms < 0)
+		return ret;
+	ret = nz_queue_wait(q, &cqe, wait_ms);
+	return ret ? ret : cqe.res;
+}
+
+static struct nz_queue *qopen(void)
+{
+	struct nz_queue_opts o = { .entries = 64 };
+	struct nz_queue *q;
+
+	return nz_queue_open(&q, &o) ? NULL : q;
+}
+
+/* 1. NZ_IOC_COMM_CREATE that fails half-way (it oopsed). */
+static void test_create_errors(int fd)
+{
+	struct nz_comm_create cc = { 0 };
+	struct nz_comm_addr a[2] = { 0 };
+	int ret;
+
+	cc.size = 2;
+	cc.nrails = 1;
+	cc.addrs = (uintptr_t)a;
+	a[1].addr = nobody_addr(0);
+	a[1].port = htons(rail_port);
+	snprintf(cc.rails[0], sizeof(cc.rails[0]), "nosuchrail");
+	ret = ioctl(fd, NZ_IOC_COMM_CREATE, &cc) ? errno : 0;
+	tap_ok(ret == ENODEV, "create naming a rail that does not exist: ENODEV (%s)",
+	       strerror(ret));
+
+	snprintf(cc.rails[0], sizeof(cc.rails[0]), "%s", rail);
+	a[1].port = 0;
+	ret = ioctl(fd, NZ_IOC_COMM_CREATE, &cc) ? errno : 0;
+	tap_ok(ret == EINVAL, "create with port 0 in the address table: EINVAL (%s)",
+	       strerror(ret));
+
+	cc.addrs = 8;
+	ret = ioctl(fd, NZ_IOC_COMM_CREATE, &cc) ? errno : 0;
+	tap_ok(ret == EFAULT, "create with a bad address table pointer: EFAULT (%s)",
+	       strerror(ret));
+	tap_ok(stat_ll("comms") == 0, "no communicator left behind by them");
+}
+
+/* 2. Lengths at and past the limit (kvmalloc WARNed past INT_MAX). */
+static void test_lengths(struct nz_queue *q)
+{
+	int fd = nz_queue_fd(q), id = comm_create(fd, 2, 0, false, 0x4c494d31);
+	static char buf[4096];
+	static const struct { uint32_t op; uint64_t len; const char *what; } c[] = {
+		{ NZ_CMD_SEND, 1ULL << 40, "SEND of 1 TiB" },
+		{ NZ_CMD_RECV, 1ULL << 40, "RECV of 1 TiB" },
+		{ NZ_CMD_SEND, 1ULL << 63, "SEND of 2^63 bytes" },
+		{ NZ_CMD_RECV, ~0ULL, "RECV of 2^64-1 bytes" },
+		{ NZ_CMD_RECV, (16ULL << 30) + 1, "RECV one byte past 16 GiB" },
+	};
+	unsigned int i;
+	int res;
+
+	if (id < 0) {
+		tap_ok(0, "communicator for the length tests: %s", strerror(-id));
+		return;
+	}
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		res = xfer(q, c[i].op, id, 1, buf, c[i].len, 5000);
+		tap_ok(res == -EMSGSIZE, "%s: -EMSGSIZE before anything is pinned (%d)",
+		       c[i].what, res);
+	}
+	/* Within the limit but past the mapping: -EFAULT, not a pin of junk. */
+	res = xfer(q, NZ_CMD_SEND, id, 1, buf, 1ULL << 30, 5000);
+	tap_ok(res == -EFAULT, "SEND of 1 GiB from a 4 KiB buffer: -EFAULT (%d)", res);
+	tap_ok(comm_destroy(fd, id) == 0, "length-test communicator destroyed");
+}
+
+static long vm_pin_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmPin:", 6))
+			kb = strtol(line + 6, NULL, 10);
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/*
+ * 3. Pinned pages count against RLIMIT_MEMLOCK for a user without
+ * CAP_IPC_LOCK.  Runs in a child that drops root; exit status = failures.
+ */
+static int memlock_child(void)
+{
+	struct rlimit rl = { 1 << 20, 1 << 20 };
+	struct nz_queue *q = qopen();
+	size_t big = 4 << 20, small = 512 << 10;
+	char *buf = mmap(NULL, big, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct nz_cqe cqe;
+	int id, res, bad = 0;
+	long pin;
+
+	if (!q || buf == MAP_FAILED)
+		return 100;
+	memset(buf, 1, big);
+	id = comm_create(nz_queue_fd(q), 2, 0, false, 0x4c494d32);
+	if (id < 0 || setrlimit(RLIMIT_MEMLOCK, &rl) ||
+	    setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+	    setresuid(65534, 65534, 65534))
+		return 101;
+	res = xfer(q, NZ_CMD_SEND, id, 1, buf, big, 5000);
+	if (res != -ENOMEM) {
+		printf("# SEND of 4 MiB with a 1 MiB memlock limit: %d\n", res);
+		bad++;
+	}
+	res = xfer(q, NZ_CMD_RECV, id, 1, buf, small, -1);
+	usleep(100000);
+	pin = vm_pin_kb();
+	if (res || pin < 512) {
+		printf("# RECV of 512 KiB: %d, VmPin %ld kB (want >= 512)\n", res, pin);
+		bad++;
+	}
+	res = xfer(q, NZ_CMD_RECV, id, 1, buf + small, 3 * small / 2, -1);
+	res = res ? res : (nz_queue_wait(q, &cqe, 5000) ?: cqe.res);
+	if (res != -ENOMEM) {
+		printf("# a second RECV, 768 KiB, past the limit: %d\n", res);
+		bad++;
+	}
+	if (comm_destroy(nz_queue_fd(q), id) ||
+	    nz_queue_wait(q, &cqe, 5000) || cqe.res != -ECANCELED) {
+		printf("# destroy did not cancel the pending RECV\n");
+		bad++;
+	}
+	pin = vm_pin_kb();
+	if (pin != 0) {
+		printf("# VmPin %ld kB after the RECV completed (want 0)\n", pin);
+		bad++;
+	}
+	return bad;
+}
+
+static void test_memlock(void)
+{
+	int status = -1;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		fflush(stdout);
+		_exit(memlock_child());
+	}
+	waitpid(pid, &status, 0);
+	tap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "unprivileged, 1 MiB RLIMIT_MEMLOCK: a 4 MiB SEND is -ENOMEM, "
+	       "512 KiB pinned and charged to VmPin, returned after (status %d)",
+	       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
+/* A listening socket that accepts and never writes a byte. */
+static int silent_listener(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(SILENT_PORT),
+				   .sin_addr = rail_addr };
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(fd, 512)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * 4. NZ_IOC_COMM_DESTROY of a communicator whose peers never answer (it
+ * blocked ~2 s in a dial).  We are the last rank: we dial every peer.
+ */
+static void test_destroy_unanswered(int fd)
+{
+	int id = comm_create(fd, 32, 31, true, 0x4c494d33);
+	double t;
+	int ret;
+
+	if (id < 0) {
+		tap_ok(0, "communicator dialling 31 silent peers: %s", strerror(-id));
+		return;
+	}
+	usleep(500000);		/* dials and handshakes are under way */
+	t = now_s();
+	ret = comm_destroy(fd, id);
+	t = now_s() - t;
+	tap_ok(!ret && t < 0.5,
+	       "destroy while 31 dials and handshakes wait for silent peers: %.3f s (< 0.5)",
+	       t);
+}
+
+/*
+ * 5. A process killed with communicators dialling silent peers and
+ * receives posted: everything it held goes within a second (its files and
+ * ~1,000 peers stayed for 40 s).
+ */
+static void test_killed(void)
+{
+	long long files0 = stat_ll("open_files"), comms0 = stat_ll("comms");
+	long long conns0 = rail_conns();
+	int pfd[2], status = 0, i;
+	static char buf[1 << 16];
+	double t, gone = -1;
+	pid_t pid;
+	char c;
+
+	if (pipe(pfd)) {
+		tap_ok(0, "pipe");
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		struct nz_queue *q = qopen();
+		int id = -1, n = 0;
+
+		for (i = 0; q && i < 4; i++) {
+			id = comm_create(nz_queue_fd(q), 64, 63, true,
+					 0x4c494d40 + i);
+			n += id > 0;
+		}
+		for (i = 0; q && id > 0 && i < 16; i++)
+			xfer(q, NZ_CMD_RECV, id, i, buf, sizeof(buf), -1);
+		c = n == 4 ? 'y' : 'n';
+		if (write(pfd[1], &c, 1) != 1)
+			_exit(2);
+		pause();
+		_exit(0);
+	}
+	close(pfd[1]);
+	c = 0;
+	if (read(pfd[0], &c, 1) != 1 || c != 'y')
+		tap_diag("child could not set up its communicators (%c)", c ? c : '?');
+	close(pfd[0]);
+	usleep(500000);
+	tap_diag("while it runs: comms %lld, rail conns %lld, inflight %lld",
+		 stat_ll("comms"), rail_conns(), stat_ll("inflight"));
+	t = now_s();
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	for (i = 0; i < 500; i++) {
+		if (stat_ll("open_files") == files0 && stat_ll("comms") == comms0 &&
+		    stat_ll("inflight") == 0 && rail_conns() == conns0) {
+			gone = now_s() - t;
+			break;
+		}
+		usleep(10000);
+	}
+	tap_ok(c == 'y' && gone >= 0 && gone < 1.0,
+	       "killed with 4 x 63 dials and 16 receives pending: file, "
+	       "communicators and connections gone in %.3f s (< 1)", gone);
+	if (gone < 0)
+		tap_diag("after 5 s: open_files %lld (was %lld), comms %lld (was %lld), "
+			 "inflight %lld, rail conns %lld (was %lld)",
+			 stat_ll("open_files"), files0, stat_ll("comms"), comms0,
+			 stat_ll("inflight"), rail_conns(), conns0);
+}
+
+/* 6. Another thread destroys each id as soon as it can exist. */
+struct race {
+	int fd;
+	volatile bool stop;
+	unsigned long destroyed;
+};
+
+static void *race_destroyer(void *arg)
+{
+	struct race *r = arg;
+	uint32_t id;
+
+	while (!r->stop)
+		for (id = 1; id < 400; id++)
+			if (!comm_destroy(r->fd, id))
+				r->destroyed++;
+	return NULL;
+}
+
+static void test_create_destroy_race(void)
+{
+	struct nz_queue *q = qopen();
+	struct race r = { .fd = q ? nz_queue_fd(q) : -1 };
+	unsigned int made = 0, i;
+	pthread_t th;
+	int id;
+
+	if (!q || pthread_create(&th, NULL, race_destroyer, &r)) {
+		tap_ok(0, "create/destroy race set-up");
+		return;
+	}
+	for (i = 0; i < 300; i++) {
+		id = comm_create(r.fd, 2, 0, false, 0x4c494d5000000000ULL + i);
+		made += id > 0;
+	}
+	r.stop = true;
+	pthread_join(th, NULL);
+	nz_queue_close(q);
+	tap_ok(made == 300, "300 creates while another thread destroys every id: "
+	       "all created, %lu destroyed by the racer", r.destroyed);
+	for (i = 0; i < 100 && stat_ll("comms") != 0; i++)
+		usleep(10000);
+	tap_ok(stat_ll("comms") == 0, "none left after close (%lld)", stat_ll("comms"));
+}
+
+/*
+ * 7. rail del while strangers hold server handshakes open (it slept in
+ * nz_tcp_rail_stop for seconds).
+ */
+static void test_rail_del(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_port = htons(rail_port),
+				   .sin_addr = rail_addr };
+	int fds[32], i, n = 0, ret;
+	char cmd[512];
+	double t;
+
+	for (i = 0; i < 32; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		if (fds[i] >= 0 && !connect(fds[i], (struct sockaddr *)&sin, sizeof(sin)))
+			n++;
+	}
+	usleep(300000);		/* every handshake waits for a HELLO */
+	snprintf(cmd, sizeof(cmd), "%s rail del %s", ctl, rail);
+	t = now_s();
+	ret = system(cmd);
+	t = now_s() - t;
+	tap_ok(n == 32 && ret == 0 && t < 1.0,
+	       "rail del with 32 silent handshakes in progress: %.3f s (< 1)", t);
+	for (i = 0; i < 32; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	snprintf(cmd, sizeof(cmd), "%s rail add %s proto tcp dev %s port %u", ctl,
+		 rail, getenv("NZ_RAIL_DEV") ?: "rail0", rail_port);
+	tap_ok(system(cmd) == 0, "rail added back");
+}
+
+static int want_argc;
+static char **want_argv;
+
+static bool want(const char *name)
+{
+	int i;
+
+	for (i = 0; i < want_argc; i++)
+		if (!strcmp(want_argv[i], name))
+			return true;
+	return !want_argc;
+}
+
+int main(int argc, char **argv)
+{
+	struct nz_queue *q;
+	int lfd;
+
+	if (argc < 5) {
+		fprintf(stderr, "usage: nz_limits RAIL ADDR PORT NEZHACTL [TEST...]\n");
+		return 2;
+	}
+	want_argc = argc - 5;
+	want_argv = argv + 5;
+	rail = argv[1];
+	inet_pton(AF_INET, argv[2], &rail_addr);
+	rail_port = (uint16_t)atoi(argv[3]);
+	ctl = argv[4];
+	signal(SIGPIPE, SIG_IGN);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	q = qopen();
+	lfd = silent_listener();
+	if (!q || lfd < 0) {
+		tap_ok(0, "set-up: queue %s, silent listener %s", q ? "ok" : "failed",
+		       lfd >= 0 ? "ok" : strerror(errno));
+		return tap_exit();
+	}
+	if (want("create"))
+		test_create_errors(nz_queue_fd(q));
+	if (want("lengths"))
+		test_lengths(q);
+	if (want("memlock"))
+		test_memlock();
+	if (want("destroy"))
+		test_destroy_unanswered(nz_queue_fd(q));
+	nz_queue_close(q);
+	if (want("killed"))
+		test_killed();
+	if (want("race"))
+		test_create_destroy_race();
+	if (want("raildel"))
+		test_rail_del();
+	close(lfd);
+	printf("1..%d\n", tap_n);
+	return tap_exit();
+}
