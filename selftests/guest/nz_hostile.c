@@ -348,77 +348,119 @@ static void fz_drain(int fd)
 		;
 }
 
-/* Peers without the secret: a mutated HELLO each, always refused. */
+/* A mutated HELLO from a peer without the secret, after its CHALLENGE. */
+static size_t fz_hello(struct fz_rng *r, const struct job *j, const uint8_t *chal,
+		       uint8_t *buf, size_t cap)
+{
+	uint8_t secret[NZ_SECRET_LEN], in[64];
+	struct nz_frame f, c;
+	size_t len;
+
+	nz_frame_init(&f, NZ_FRAME_HELLO);
+	f.hello.job_id = fz_below(r, 4) ? j->id : fz_rnd(r);
+	f.hello.src_rank = fz_below(r, 4) ? 1 : (uint32_t)fz_edge(r);
+	f.hello.dst_rank = fz_below(r, 4) ? 0 : (uint32_t)fz_edge(r);
+	f.hello.rail = (uint16_t)(fz_below(r, 4) ? 0 : fz_rnd(r));
+	f.hello.nrails = (uint16_t)(fz_below(r, 4) ? 1 : fz_rnd(r));
+	f.hello.unit = fz_below(r, 4) ? UNIT : (uint32_t)fz_edge(r);
+	for (size_t i = 0; i < sizeof(secret); i++)
+		secret[i] = (uint8_t)fz_rnd(r);
+	for (size_t i = 0; i < sizeof(f.hello.nonce_c); i++)
+		f.hello.nonce_c[i] = (uint8_t)fz_rnd(r);
+	memset(&c, 0, sizeof(c));
+	if (nz_wire_decode_hdr(chal, &lim, &c) || c.type != NZ_FRAME_CHALLENGE)
+		memset(c.challenge.nonce_s, 0, sizeof(c.challenge.nonce_s));
+	nz_wire_hello_mac_input(&f.hello, c.challenge.nonce_s, in);
+	hmac(secret, sizeof(secret), in, NZ_WIRE_HELLO_MAC_LEN, f.hello.mac);
+	len = nz_wire_encode(&f, &lim, buf, cap) > 0 ? NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN : 0;
+	if (!len || fz_below(r, 3) == 0) {	/* not even a frame */
+		len = NZ_WIRE_HDR_LEN + fz_below(r, NZ_WIRE_HELLO_LEN + 1);
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (uint8_t)fz_rnd(r);
+	} else if (fz_below(r, 2)) {
+		fz_mutate(r, buf);
+		if (fz_below(r, 2))
+			buf[NZ_WIRE_HDR_LEN + fz_below(r, NZ_WIRE_HELLO_LEN)] ^= 0x10;
+	}
+	return len;
+}
+
+/*
+ * Peers without the secret, 32 at a time (a HELLO naming no job here costs
+ * the module a wait of its own): every one must be refused within 8 s.
+ */
 static void fz_unauth(struct fz_rng *r, const struct job *j, uint64_t frames)
 {
 	while (fz.frames < frames) {
 		uint8_t buf[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN + 64], hdr[NZ_WIRE_HDR_LEN];
-		uint8_t secret[NZ_SECRET_LEN], in[64];
-		struct nz_frame f;
-		size_t len;
-		int fd = connect_rail();
+		int fds[32], n = 0, k;
+		double end;
 
-		if (fd < 0) {
-			snprintf(fz.first, sizeof(fz.first), "connect: %s", strerror(errno));
-			fz.hs_open++;
-			return;
-		}
-		fz_short_timeout(fd, 3000);
-		fz.hs_conns++;
-		if (read_all(fd, hdr, sizeof(hdr))) {
-			close(fd);
-			fz.hs_open++;
-			continue;
-		}
-		nz_frame_init(&f, NZ_FRAME_HELLO);
-		f.hello.job_id = fz_below(r, 4) ? j->id : fz_rnd(r);
-		f.hello.src_rank = fz_below(r, 4) ? 1 : (uint32_t)fz_edge(r);
-		f.hello.dst_rank = fz_below(r, 4) ? 0 : (uint32_t)fz_edge(r);
-		f.hello.rail = (uint16_t)(fz_below(r, 4) ? 0 : fz_rnd(r));
-		f.hello.nrails = (uint16_t)(fz_below(r, 4) ? 1 : fz_rnd(r));
-		f.hello.unit = fz_below(r, 4) ? UNIT : (uint32_t)fz_edge(r);
-		for (size_t i = 0; i < sizeof(secret); i++)
-			secret[i] = (uint8_t)fz_rnd(r);
-		for (size_t i = 0; i < sizeof(f.hello.nonce_c); i++)
-			f.hello.nonce_c[i] = (uint8_t)fz_rnd(r);
-		nz_wire_hello_mac_input(&f.hello, hdr + NZ_WIRE_HDR_LEN - NZ_WIRE_NONCE_LEN, in);
-		hmac(secret, sizeof(secret), in, NZ_WIRE_HELLO_MAC_LEN, f.hello.mac);
-		len = (size_t)nz_wire_encode(&f, &lim, buf, sizeof(buf)) > 0 ?
-		      NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN : 0;
-		if (!len || fz_below(r, 3) == 0) {	/* not even a frame */
-			len = NZ_WIRE_HDR_LEN + fz_below(r, NZ_WIRE_HELLO_LEN + 1);
-			for (size_t i = 0; i < len; i++)
-				buf[i] = (uint8_t)fz_rnd(r);
-		} else if (fz_below(r, 2)) {
-			fz_mutate(r, buf);
-			if (fz_below(r, 2))
-				buf[NZ_WIRE_HDR_LEN + fz_below(r, NZ_WIRE_HELLO_LEN)] ^= 0x10;
-		}
-		if (write_all(fd, buf, len)) {
-			close(fd);
-			continue;
-		}
-		fz.frames++;
-		/* A header that promises more than was sent: the module waits
-		 * for the rest, and its handshake timeout ends it; we close. */
-		{
+		for (k = 0; k < 32 && fz.frames < frames; k++) {
 			struct nz_frame g;
+			size_t len;
+			int fd = connect_rail();
 
+			if (fd < 0) {
+				snprintf(fz.first, sizeof(fz.first), "connect: %s", strerror(errno));
+				fz.hs_open++;
+				return;
+			}
+			fz_short_timeout(fd, 8000);
+			fz.hs_conns++;
+			if (read_all(fd, hdr, sizeof(hdr))) {
+				close(fd);
+				continue;
+			}
+			len = fz_hello(r, j, hdr, buf, sizeof(buf));
+			if (write_all(fd, buf, len)) {
+				close(fd);
+				continue;
+			}
+			fz.frames++;
+			/* A header that promises more than was sent: the module
+			 * waits for the rest and its handshake timeout ends it. */
 			if (!nz_wire_decode_hdr(buf, &lim, &g) &&
 			    NZ_WIRE_HDR_LEN + (size_t)g.len > len) {
 				close(fd);
 				continue;
 			}
+			fds[n++] = fd;
 		}
-		if (closed_by_peer(fd))
-			fz.hs_closed++;
-		else {
+		end = fz_now() + 8;
+		while (n && fz_now() < end) {
+			struct pollfd p[32];
+
+			for (k = 0; k < n; k++)
+				p[k] = (struct pollfd){ .fd = fds[k], .events = POLLIN };
+			if (poll(p, (nfds_t)n, 200) <= 0)
+				continue;
+			for (k = 0; k < n; k++) {
+				char b[256];
+				ssize_t got;
+
+				if (!p[k].revents)
+					continue;
+				got = recv(fds[k], b, sizeof(b), MSG_DONTWAIT);
+				if (got == 0 || (got < 0 && errno != EAGAIN)) {
+					close(fds[k]);
+					fds[k] = -1;
+					fz.hs_closed++;
+				}
+			}
+			for (k = 0; k < n;)
+				if (fds[k] < 0)
+					fds[k] = fds[--n];
+				else
+					k++;
+		}
+		for (k = 0; k < n; k++) {
+			close(fds[k]);
 			fz.hs_open++;
 			if (!fz.first[0])
 				snprintf(fz.first, sizeof(fz.first),
-					 "a HELLO without the secret was not refused (len %zu)", len);
+					 "a HELLO without the secret not refused within 8 s");
 		}
-		close(fd);
 	}
 }
 
@@ -491,7 +533,7 @@ static void fz_phase(const struct job *j, struct nz_queue *q, uint32_t comm_id,
 	struct fz_rng r = { seed };
 	long long refused0 = sysfs_rail("handshakes_refused");
 	long long errors0 = sysfs_rail("errors");
-	uint64_t unauth = frames / 10 < 2000 ? frames / 10 : 2000;
+	uint64_t unauth = frames / 10 < 1000 ? frames / 10 : 1000;
 	struct nz_cqe cqe;
 	struct nz_sqe cmd = { 0 };
 	uint8_t *area = malloc(3 * UNIT), *rbuf = area + UNIT, *payload = malloc(UNIT);
