@@ -31,7 +31,7 @@
  * Classes of input that hit module bugs not yet fixed are off unless -K.
  *
  * Usage: nz_fuzz [-s SEED] [-n COUNT] [-r SEED:INDEX] [-u UID] [-K] [-v]
- *                [-w HANG_S] [-R RELEASE_S] [-c CASE]
+ *                [-w HANG_S] [-R RELEASE_S] [-p EVERY] [-c CASE]
  * Output is TAP; exit status 0 iff every check passed.
  */
 #include <arpa/inet.h>
@@ -74,7 +74,6 @@
 #define NREG		4	/* registered buffers */
 #define REG_LEN		(64 * 1024)
 #define BIG_LEN		(1024 * 1024)	/* the good buffer */
-#define LEN_SAFE	(64ULL << 20)	/* pinning beyond: -K only */
 #define MAX_MSG		(1ULL << 40)
 #define MAX_TMO		(3600U * 1000)
 #define BLACKHOLE_PORT	7990
@@ -1250,7 +1249,8 @@ static void gen_sqe(struct rng *r, uint64_t index)
 				e->want = -EFAULT;
 			} else if (x->len && (acls == AC_BAD || acls == AC_RO) &&
 				   !(acls == AC_RO && op == NZ_CMD_SEND)) {
-				e->mask = A(EFAULT) | A(EINVAL);
+				/* ENOMEM: the pin is charged (RLIMIT_MEMLOCK) first */
+				e->mask = A(EFAULT) | A(EINVAL) | A(ENOMEM);
 			}
 			e->len = x->len;
 			if (op == NZ_CMD_SEND && x->len > INT32_MAX)
@@ -2809,7 +2809,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: nz_fuzz [-s SEED] [-n COUNT] [-r SEED:INDEX] [-u UID] [-K] [-v]\n"
-		"               [-w HANG_S] [-R RELEASE_S] [-c CASE[,CASE...]|all]\n");
+		"               [-w HANG_S] [-R RELEASE_S] [-p EVERY] [-c CASE[,CASE...]|all]\n");
 	exit(2);
 }
 
@@ -2821,7 +2821,7 @@ int main(int argc, char **argv)
 	char why[400] = "";
 	int o;
 
-	while ((o = getopt(argc, argv, "s:n:r:u:Kvw:R:c:")) != -1) {
+	while ((o = getopt(argc, argv, "s:n:r:u:Kvw:R:c:p:")) != -1) {
 		switch (o) {
 		case 's': opt_seed = strtoull(optarg, NULL, 0); break;
 		case 'n': opt_count = strtoull(optarg, NULL, 0); break;
@@ -2841,6 +2841,7 @@ int main(int argc, char **argv)
 		case 'w': opt_hang_s = strtod(optarg, NULL); break;
 		case 'R': opt_release_s = strtod(optarg, NULL); break;
 		case 'c': opt_case = optarg; break;
+		case 'p': opt_progress = strtoull(optarg, NULL, 0) ?: 1; break;
 		default: usage();
 		}
 	}

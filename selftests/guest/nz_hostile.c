@@ -7,13 +7,15 @@
  * connection, be counted, and leave the posted receive and the memory
  * around it untouched; a well-formed message afterwards must still land.
  *
- * Usage: nz_hostile RAIL ADDR PORT [-n FRAMES] [-s SEED].  With -n, a
+ * Usage: nz_hostile RAIL ADDR PORT [-n FRAMES] [-s SEED] [-x N].  With -n, a
  * fuzzing phase follows: FRAMES structure-aware mutated frames, first from
  * peers without the secret (mutated HELLOs), then from one that knows it
  * (streams of well-formed frames ending, often, in a mutated one).  The
  * host's copy of the codec predicts which frames are malformed: each of
  * those must close the connection, and be counted; afterwards a message
  * from the same peer must still land intact.  Deterministic per seed.
+ * With -x, N strangers that connect and stay silent must not keep the
+ * job's own peer from connecting and delivering within a second.
  * Links the module's own wire codec (kmod/wire.c); HMAC-SHA256 comes from
  * the kernel through AF_ALG.
  */
@@ -592,6 +594,55 @@ static void fz_phase(const struct job *j, struct nz_queue *q, uint32_t comm_id,
 	free(payload);
 }
 
+/*
+ * -x N: N strangers connect and never say a word, then the job's own peer
+ * connects and sends one message.  The module must not let the strangers
+ * hold it up (Documentation/design.rst, trust model: a host without the
+ * key is refused at a bounded cost, no blocking of shared workers).
+ */
+static void silent_probe(const struct job *j, struct nz_queue *q, uint32_t comm_id,
+			 unsigned int n)
+{
+	int *fds = calloc(n, sizeof(int)), fd, ret;
+	uint8_t *rbuf = malloc(UNIT), *payload = malloc(UNIT), hdr[NZ_WIRE_HDR_LEN];
+	struct nz_sqe cmd = { 0 };
+	struct nz_cqe cqe;
+	unsigned int k, opened = 0;
+	double t0, t;
+
+	for (k = 0; k < n; k++) {
+		fds[k] = connect_rail();
+		opened += fds[k] >= 0;
+	}
+	usleep(200 * 1000);	/* their handshakes are under way */
+	memset(payload, 0x33, UNIT);
+	cmd.comm_id = comm_id;
+	cmd.xfer.addr = (uintptr_t)rbuf;
+	cmd.xfer.len = UNIT;
+	cmd.xfer.tag = 78;
+	cmd.xfer.peer = 1;
+	nz_queue_prep(q, NZ_CMD_RECV, &cmd, 79, -1);
+	nz_queue_submit(q);
+	t0 = fz_now();
+	fd = connect_rail();
+	ret = fd >= 0 ? handshake(fd, j, j->secret) : -1;
+	data_frame(hdr, 999999998, 78, UNIT, 0, UNIT);
+	ret = ret || write_all(fd, hdr, sizeof(hdr)) || write_all(fd, payload, UNIT);
+	ret = ret || nz_queue_wait(q, &cqe, 15000);
+	t = fz_now() - t0;
+	tap_ok(!ret && cqe.res == UNIT && t < 1.0,
+	       "%u silent strangers (%u connected): the job's peer still gets in and delivers in %.2f s (%d)",
+	       n, opened, t, ret ? ret : cqe.res);
+	if (fd >= 0)
+		close(fd);
+	for (k = 0; k < n; k++)
+		if (fds[k] >= 0)
+			close(fds[k]);
+	free(fds);
+	free(rbuf);
+	free(payload);
+}
+
 int main(int argc, char **argv)
 {
 	struct nz_queue_opts qo = { .entries = 8 };
@@ -609,7 +660,7 @@ int main(int argc, char **argv)
 	bool canary_ok = true;
 	int fd, ret, i;
 
-	uint64_t frames = 0, seed = 0x4e5a57495245ULL;
+	uint64_t frames = 0, seed = 0x4e5a57495245ULL, silent = 0;
 
 	if (argc < 4)
 		return 2;
@@ -618,6 +669,8 @@ int main(int argc, char **argv)
 			frames = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "-s"))
 			seed = strtoull(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "-x"))
+			silent = strtoull(argv[i + 1], NULL, 0);
 		else
 			return 2;
 	}
@@ -761,6 +814,8 @@ int main(int argc, char **argv)
 	close(fd);
 	if (frames)
 		fz_phase(&j, q, cc.comm_id, frames, seed);
+	if (silent)
+		silent_probe(&j, q, cc.comm_id, (unsigned int)silent);
 	ret = ioctl(nz_queue_fd(q), NZ_IOC_COMM_DESTROY, &cc.comm_id);
 	tap_ok(ret == 0, "communicator destroyed");
 	nz_queue_close(q);
