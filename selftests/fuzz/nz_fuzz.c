@@ -177,15 +177,18 @@ static bool allowed(emask mask, long res)
 	return -res < 128 && (mask & A(-res));
 }
 
+/* Four buffers: a message may name two results, and be built twice. */
 static const char *errname(long res)
 {
-	static char buf[32];
+	static char bufs[4][32];
+	static unsigned int next;
+	char *buf = bufs[next++ % 4];
 
 	if (res >= 0) {
-		snprintf(buf, sizeof(buf), "%ld", res);
+		snprintf(buf, sizeof(bufs[0]), "%ld", res);
 		return buf;
 	}
-	snprintf(buf, sizeof(buf), "-%s", strerrorname_np((int)-res) ?: "?");
+	snprintf(buf, sizeof(bufs[0]), "-%s", strerrorname_np((int)-res) ?: "?");
 	return buf;
 }
 
@@ -1550,7 +1553,14 @@ static void gen_ioctl(struct rng *r, uint64_t index)
 			if (!allowed(mask, ret))
 				fail(index, "%s: got %s", what, errname(ret));
 		} else if (ret != want) {
-			fail(index, "%s: got %s, want %s", what, errname(ret), errname(want));
+			const struct nz_comm_addr *t = (const void *)(uintptr_t)tmp.addrs;
+			bool tab = tmp.addrs == (uintptr_t)addr_tab;
+
+			fail(index, "%s: got %s, want %s (table %s: %08x:%u/%u %08x:%u/%u)", what,
+			     errname(ret), errname(want), tab ? "ours" : "elsewhere",
+			     tab ? t[0].addr : 0, tab ? t[0].port : 0, tab ? t[0].rsvd : 0,
+			     tab ? t[tmp.nrails].addr : 0, tab ? t[tmp.nrails].port : 0,
+			     tab ? t[tmp.nrails].rsvd : 0);
 		}
 		if (!ret && cls == AC_GOOD) {
 			if (!cc->comm_id || comm_by_id(d, cc->comm_id))
@@ -1562,6 +1572,8 @@ static void gen_ioctl(struct rng *r, uint64_t index)
 				comm_add(d, cc, index, false);
 				if (cc->size > 4)	/* many peers: do not keep */
 					destroy(d, cc->comm_id, index);
+			} else {	/* no slot: the fuzzer must know every one */
+				destroy(d, cc->comm_id, index);
 			}
 		}
 	} else if (k < 35) {
