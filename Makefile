@@ -122,9 +122,13 @@ $(B)/guest/%: selftests/guest/%.c $(LIB_A) selftests/tap.h selftests/guest/nz_sy
 	@mkdir -p $(@D)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(GUEST_DEPS_$*) $(LIB_A) $(LIB_LDLIBS)
 
+# The suites make check also runs on the debug kernel (building it, once,
+# takes ~20 minutes of the run); make check-debug runs all of them there.
+DEBUG_CI_SUITES ?= basic limits faults
+
 check: setup
 	$(MAKE) all
-	selftests/run.sh
+	NZ_WITH_DEBUG="$(DEBUG_CI_SUITES)" selftests/run.sh
 
 check-quick: all
 	selftests/run.sh --quick

@@ -275,14 +275,35 @@ static void nz_link_event_work(struct work_struct *work)
 struct nz_link_match {
 	struct net_device *dev;
 	bool up;
+	bool notify;		/* a link change to report to the rail */
 };
+
+/*
+ * Under RTNL.  A rail names its netdev; it follows the device by index,
+ * but a device that went away (driver reload, hot unplug) comes back
+ * under the same name with a new index: adopt it.
+ */
+static bool nz_link_adopt(struct nz_rail *rail, struct net_device *dev)
+{
+	if (strncmp(rail->netdev, dev->name, IFNAMSIZ) ||
+	    __dev_get_by_index(rail->net, rail->ifindex))
+		return false;
+	pr_info("rail %s: %s is back (ifindex %d, was %d)\n", rail->name,
+		dev->name, dev->ifindex, rail->ifindex);
+	WRITE_ONCE(rail->ifindex, dev->ifindex);
+	return true;
+}
 
 static int nz_link_match_rail(struct nz_rail *rail, void *arg)
 {
 	struct nz_link_match *m = arg;
 	struct nz_link_event *ev;
 
-	if (rail->ifindex != m->dev->ifindex || rail->net != dev_net(m->dev))
+	if (rail->net != dev_net(m->dev))
+		return 0;
+	if (rail->ifindex != m->dev->ifindex && !nz_link_adopt(rail, m->dev))
+		return 0;
+	if (!m->notify)
 		return 0;
 	/* A link that comes up may come up at another speed. */
 	if (m->up)
@@ -301,9 +322,16 @@ static int nz_link_match_rail(struct nz_rail *rail, void *arg)
 static int nz_netdev_event(struct notifier_block *nb, unsigned long event,
 			   void *ptr)
 {
-	struct nz_link_match m = { .dev = netdev_notifier_info_to_dev(ptr) };
+	struct nz_link_match m = {
+		.dev = netdev_notifier_info_to_dev(ptr),
+		.notify = true,
+	};
 
 	switch (event) {
+	case NETDEV_REGISTER:
+	case NETDEV_CHANGENAME:
+		m.notify = false;	/* only adopt it; NETDEV_UP follows */
+		break;
 	case NETDEV_GOING_DOWN:
 	case NETDEV_DOWN:
 	case NETDEV_UNREGISTER:

@@ -934,13 +934,20 @@ static void nz_tcp_accept_work(struct work_struct *work)
 	}
 }
 
+/*
+ * Also called for a child not accepted yet: TCP clones the listener's
+ * callbacks into it.  Only the listener may queue the accept work -- a
+ * child's copy of the pointer may outlive the rail (rail_stop() resets the
+ * listener, not its children), and a child needs no wake-up: the accept
+ * work reads it once it has taken it.
+ */
 static void nz_tcp_listen_data_ready(struct sock *sk)
 {
 	struct nz_tcp_rail *tr;
 
 	read_lock_bh(&sk->sk_callback_lock);
 	tr = sk->sk_user_data;
-	if (tr)
+	if (tr && sk->sk_state == TCP_LISTEN)
 		queue_work(nz_wq, &tr->accept_work);
 	read_unlock_bh(&sk->sk_callback_lock);
 }

@@ -13,6 +13,9 @@
 # suite's timeout, NZ_VM_MEM gives each guest that many MiB, and
 # NZ_DEBUG_SUITES=1 adds the suites of selftests/guest/suites.debug.
 #
+# NZ_WITH_DEBUG="SUITE..." (what `make check` sets) runs those suites on the
+# debug kernel as well, after the others, counted in the same totals.
+#
 # Guest suites are listed in selftests/guest/suites: name, guests, rails,
 # timeout (s), script, and optionally a script that runs on the host beside
 # the guests (vm.sh -H).  Each boots its own guests (selftests/qemu/vm.sh).
@@ -47,6 +50,18 @@ relay() {	# relay PREFIX < TAP: renumber and count every result line
 		"#"*) echo "$line";;
 		esac
 	done
+}
+
+# early_panic DIR GUESTS: some guest's kernel panicked before its script began.
+early_panic() {
+	local g
+	for ((g = 0; g < $2; g++)); do
+		if ! grep -q '^NZ-BEGIN ' "$1/guest$g.result" 2>/dev/null &&
+		   grep -aq 'Kernel panic' "$1/guest$g.console" 2>/dev/null; then
+			return 0
+		fi
+	done
+	return 1
 }
 
 echo "TAP version 13"
@@ -93,9 +108,19 @@ else
 		hopt=()
 		[ -n "$host" ] && hopt=(-H "$host")
 		timeout=$((timeout * ${NZ_TIMEOUT_SCALE:-1}))
-		selftests/qemu/vm.sh -n "$guests" -r "$rails" -t "$timeout" ${NZ_VM_MEM:+-m "$NZ_VM_MEM"} \
-			-o "$OUT/guest-$name" "${hopt[@]}" "$script" > "$OUT/guest-$name.tap" 2>&1
-		rc=$?
+		for try in 1 2; do
+			selftests/qemu/vm.sh -n "$guests" -r "$rails" -t "$timeout" ${NZ_VM_MEM:+-m "$NZ_VM_MEM"} \
+				-o "$OUT/guest-$name" "${hopt[@]}" "$script" > "$OUT/guest-$name.tap" 2>&1
+			rc=$?
+			# NZ_RETRY_BOOT (the debug lane): a guest kernel that died
+			# before any test ran -- before the script began, with no
+			# module loaded -- is booted once more, and said so.
+			[ $try = 1 ] && [ -n "${NZ_RETRY_BOOT:-}" ] && [ $rc -ne 0 ] &&
+				early_panic "$OUT/guest-$name" "$guests" || break
+			echo "# guest suite $name: a guest kernel panicked while booting, before the test began; booting again:"
+			grep -ahm 3 'BUG:\|panic' "$OUT/guest-$name"/guest*.console | sed 's/^/#   /'
+			cp -r "$OUT/guest-$name" "$OUT/guest-$name.boot-panic" 2>/dev/null
+		done
 		relay "$name/" < "$OUT/guest-$name.tap"
 		# vm.sh exits 2 on set-up errors before any guest ran: those
 		# print no TAP line and must not pass silently.
@@ -106,6 +131,14 @@ else
 		echo "# guest suite $name took $(( $(date +%s) - start )) s"
 	done < <(cat selftests/guest/suites
 		 [ -z "${NZ_DEBUG_SUITES:-}" ] || cat selftests/guest/suites.debug)
+fi
+
+# 4. A part of the debug-kernel lane (make check-debug runs all of it).
+if [ -n "${NZ_WITH_DEBUG:-}" ] && [ $quick = 0 ]; then
+	echo "# debug-kernel lane: $NZ_WITH_DEBUG"
+	start=$(date +%s)
+	relay "debug/" < <(NZ_WITH_DEBUG='' NZ_SUITES="$NZ_WITH_DEBUG" scripts/check-debug.sh 2>&1)
+	echo "# debug-kernel lane took $(( $(date +%s) - start )) s"
 fi
 
 echo "1..$n"

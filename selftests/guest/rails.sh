@@ -275,6 +275,22 @@ if ip link add nzrdum0 type dummy 2>/dev/null || ip link add nzrdum0 type veth p
 else
 	skip "device without IPv4 address: EADDRNOTAVAIL" "no dummy or veth devices"
 fi
+# A NIC that unregisters and comes back under its name (a driver reload)
+# gets a new ifindex: the rail follows it (it stayed no-link for ever).
+if ip link add nzrdum0 type dummy 2>/dev/null; then
+	ip addr add 10.98.0.1/24 dev nzrdum0 && ip link set nzrdum0 up
+	check "rail on a dummy NIC" "$CTL" rail add rd proto tcp dev nzrdum0 port 7491
+	check "... up" wait_state rd up
+	ip link del nzrdum0
+	check "... no-link once the NIC is gone" wait_state rd no-link
+	ip link add nzrdum0 type dummy && ip addr add 10.98.0.1/24 dev nzrdum0 &&
+		ip link set nzrdum0 up
+	check "... up again once a NIC of that name is back (new ifindex)" wait_state rd up
+	check "... and deleted" "$CTL" rail del rd
+	ip link del nzrdum0
+else
+	skip "a NIC that comes back" "no dummy devices"
+fi
 check_err "del of an unknown rail: ENOENT" "rail del r99: No such file or directory: no such rail" \
 	"$CTL" rail del r99
 check_err "set of an unknown rail: ENOENT" "rail set r99: No such file or directory: no such rail" \

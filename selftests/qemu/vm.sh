@@ -265,6 +265,9 @@ done
 	# The modules to load, when not the tree's own (the debug kernel's).
 	printf 'NZ_KO=%q\nNZ_RDMA_KO=%q\n' "${NZ_KO:-$TOP/nezha.ko}" \
 		"${NZ_RDMA_KO:-$TOP/nezha_rdma.ko}"
+	# How much slower than Debian's the guest kernel is (the debug one:
+	# KASAN, lockdep...): tests that bound a time multiply by it.
+	printf 'NZ_TIME_SCALE=%q\n' "${NZ_TIME_SCALE:-1}"
 	printf 'NZ_ARGS=('
 	[ ${#guest_args[@]} -eq 0 ] || printf ' %q' "${guest_args[@]}"
 	printf ' )\n'
