@@ -1509,11 +1509,21 @@ static void gen_ioctl(struct rng *r, uint64_t index)
 				if (tcls != AC_BAD)
 					tcls = AC_MAYBE;
 				break;
-			default:
-				/* the table ends in the guard page */
-				tmp.addrs = (uintptr_t)big + BIG_LEN - 8 * below(r, 4);
-				tcls = AC_BAD;
+			default: {
+				/* the table runs into the guard page: at least its
+				 * last entry is there, whatever its length */
+				uint64_t n = (uint64_t)tmp.size * tmp.nrails;
+
+				tmp.addrs = (uintptr_t)big + BIG_LEN -
+					    8 * below(r, n && n < 4 ? (uint32_t)n : 4);
+				if (n < 4 && n * 8 > BIG_LEN - (tmp.addrs - (uintptr_t)big))
+					tcls = AC_BAD;
+				else if (n >= 4)
+					tcls = AC_BAD;
+				else
+					tcls = AC_MAYBE;
 				break;
+			}
 			}
 		}
 		snprintf(what, sizeof(what), "COMM_CREATE job %#" PRIx64 " rank %u size %u nrails %u unit %u tmo %u rails %s,%s arg %d",
