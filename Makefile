@@ -50,10 +50,15 @@ UNIT_SRCS  := $(wildcard selftests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:selftests/unit/%.c=$(B)/unit/%)
 GUEST_SRCS := $(wildcard selftests/guest/*.c)
 GUEST_BINS := $(GUEST_SRCS:selftests/guest/%.c=$(B)/guest/%)
+# Fuzzers: nz_fuzz runs in guests; fuzz_wire is the codec's libFuzzer
+# target, built here as a standalone replayer (make fuzz builds the
+# libFuzzer one with clang when it is there).
+FUZZ_BINS  := $(B)/fuzz/nz_fuzz $(B)/fuzz/fuzz_wire
+WIRE_SRCS  := kmod/wire.c kmod/reasm.c
 
 .PHONY: all module lib tools tests check check-quick check-debug demo setup install \
 	lint checkpatch sparse clean bench-nop bench-p2p bench-coll bench-failover \
-	bench-rdma bench-sched
+	bench-rdma bench-sched fuzz
 
 all: module lib tools tests
 
@@ -93,7 +98,15 @@ $(B)/tools/nezha-bench: tools/nezha-bench.c $(wildcard tools/bench_*.c) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(UCFLAGS) -o $@ tools/nezha-bench.c $(wildcard tools/bench_*.c) $(LIB_A) $(LIB_LDLIBS)
 
-tests: $(UNIT_BINS) $(GUEST_BINS)
+tests: $(UNIT_BINS) $(GUEST_BINS) $(FUZZ_BINS)
+
+$(B)/fuzz/nz_fuzz: selftests/fuzz/nz_fuzz.c selftests/tap.h uapi/linux/nezha.h uapi/linux/nezha_netlink.h
+	@mkdir -p $(@D)
+	$(CC) $(UNIT_CFLAGS) -o $@ $< -luring -lpthread
+
+$(B)/fuzz/fuzz_wire: selftests/fuzz/fuzz_wire.c $(WIRE_SRCS) $(wildcard kmod/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(UNIT_CFLAGS) -DNZ_FUZZ_STANDALONE -o $@ $< $(WIRE_SRCS)
 
 -include selftests/unit/deps.mk
 GUEST_DEPS_nz_hostile := kmod/wire.c
@@ -154,6 +167,21 @@ bench-rdma: all
 # the static equal split; latency of small messages; a rail halved mid-run.
 bench-sched: all
 	scripts/bench-sched.sh
+
+# The long fuzzing campaign (not part of `make check`, whose fuzz suite runs
+# a short one): FUZZ_INPUTS local inputs as root and as many again as an
+# unprivileged user, FUZZ_FRAMES hostile wire frames, in one guest; then the
+# wire codec under libFuzzer on the host for FUZZ_WIRE_SECS.  Replay one
+# input with build/fuzz/nz_fuzz -r SEED:INDEX (Documentation/testing.rst).
+FUZZ_INPUTS    ?= 5000000
+FUZZ_FRAMES    ?= 1000000
+FUZZ_SEED      ?= 0x4e5a46555a5a0001
+FUZZ_TIMEOUT   ?= 14400
+FUZZ_WIRE_SECS ?= 600
+fuzz: all
+	selftests/qemu/vm.sh -n 1 -r 2 -t $(FUZZ_TIMEOUT) -o $(B)/fuzz-output \
+		selftests/guest/fuzz.sh $(FUZZ_INPUTS) $(FUZZ_FRAMES) $(FUZZ_SEED)
+	scripts/fuzz-wire.sh $(FUZZ_WIRE_SECS)
 
 # Style and static checks of the kernel code (also run by `make check`).
 lint: checkpatch sparse

@@ -77,6 +77,19 @@ for t in build/unit/test_*; do
 		emit "not ok" "unit/$name: exit status $rc"
 done
 
+# The wire codec's fuzz target (libFuzzer under `make fuzz`) still builds
+# and replays its seed corpus without a finding.
+if [ -x build/fuzz/fuzz_wire ]; then
+	seeds=$(mktemp -d)
+	if build/fuzz/fuzz_wire -s "$seeds" > "$OUT/fuzz_wire.log" 2>&1 &&
+	   build/fuzz/fuzz_wire "$seeds" >> "$OUT/fuzz_wire.log" 2>&1; then
+		emit ok "fuzz/fuzz_wire: $(tail -1 "$OUT/fuzz_wire.log")"
+	else
+		emit "not ok" "fuzz/fuzz_wire: seed corpus replay failed (see $OUT/fuzz_wire.log)"
+	fi
+	rm -rf "$seeds"
+fi
+
 # 2. Static checks of the kernel code.
 [ -n "${NZ_GUEST_ONLY:-}" ] || relay "static: " < <(scripts/static-checks.sh 2>&1)
 
