@@ -164,6 +164,48 @@ int nz_comm_init(struct nz_comm **out, const struct nz_comm_opts *opts);
 int nz_comm_init_env(struct nz_comm **out);
 
 /*
+ * A key-value store that the framework already runs for its own rendezvous
+ * (torch.distributed's TCPStore/FileStore, a PMIx server, ...), seen
+ * through three callbacks.  nz_comm_init_kv() forms the job through it,
+ * with no socket of its own: no second port, nothing listening on
+ * MASTER_PORT.  Every callback returns 0 or a negative errno and may be
+ * called from the calling thread only, during nz_comm_init_kv().
+ *
+ *  - set: store len bytes under key (a NUL-terminated string of at most
+ *    NZ_KV_KEY_MAX bytes), replacing any older value.
+ *  - wait: return 0 once key exists, -ETIMEDOUT if it does not within
+ *    timeout_ms.
+ *  - get: copy the value of an existing key into buf[0..cap) and its length
+ *    into *len; -ENOSPC (with *len) when it is longer than cap.
+ *
+ * Keys are "nezha/<prefix>/hello/<rank>" (each rank's rails) and
+ * "nezha/<prefix>/job" (rank 0's answer: the job id, the secret the
+ * modules authenticate each other with, the rail table; or why the job
+ * failed).  The job's secret is written to the store once, by rank 0, and
+ * read by the ranks that wait for it: it is as private as the store is,
+ * which must be reachable by the job's ranks only (as the framework's own
+ * rendezvous already requires).  A process group made twice on one store
+ * needs a distinct prefix each time (torch's PrefixStore gives one).
+ */
+#define NZ_KV_KEY_MAX		128
+struct nz_kv {
+	void *ctx;
+	int (*set)(void *ctx, const char *key, const void *val, size_t len);
+	int (*wait)(void *ctx, const char *key, int timeout_ms);
+	int (*get)(void *ctx, const char *key, void *buf, size_t cap,
+		   size_t *len);
+	const char *prefix;	/* NULL or "": none */
+};
+
+/*
+ * nz_comm_init() with the rendezvous through kv instead of a TCP listener
+ * (opts->master_addr and master_port are ignored).  Same errors, and those
+ * of the callbacks (-ETIMEDOUT: a rank's key did not appear in time).
+ */
+int nz_comm_init_kv(struct nz_comm **out, const struct nz_comm_opts *opts,
+		    const struct nz_kv *kv);
+
+/*
  * Leave the job and free the communicator and its requests.  Call it with
  * no request in flight; those still in flight are cancelled by the module
  * (their buffers may be written until the module completes them).
