@@ -215,6 +215,7 @@ struct nz_comm {
 	char rails[NZ_MAX_RAILS][NZ_RAIL_NAME_LEN];
 	bool verbose;
 	int wait_timeout_ms;	/* <= 0: block */
+	bool in_coll;		/* inside the collectives' own nz_wait() */
 
 	struct nz_request **reqs;	/* every request ever allocated */
 	unsigned int nreqs, reqs_cap;
