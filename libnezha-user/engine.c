@@ -28,6 +28,8 @@
 #include "internal.h"
 
 #define NZI_ENGINE_TICK_MS	10	/* re-check while operations run */
+/* At destruction, operations still running after this are aborted. */
+#define NZI_ENGINE_DRAIN_MS	5000
 
 struct nzi_eop {
 	struct nzi_eop *next;
@@ -485,6 +487,7 @@ static void nzi_apply_abort(struct nz_engine *e, int err)
 static void *nzi_engine_main(void *arg)
 {
 	struct nz_engine *e = arg;
+	int64_t drain_end = -1;
 
 	for (;;) {
 		struct pollfd pfd = { .fd = e->efd, .events = POLLIN };
@@ -523,6 +526,16 @@ static void *nzi_engine_main(void *arg)
 		nzi_complete_active(e);
 		if (stop && !e->pending && !e->active)
 			break;
+		if (stop && drain_end < 0)
+			drain_end = nzi_now_ms() + NZI_ENGINE_DRAIN_MS;
+		if (stop && !e->aborted && nzi_now_ms() > drain_end) {
+			/* a receive nobody answers must not hold the exit */
+			pthread_mutex_lock(&e->lock);
+			if (!e->abort_err)
+				e->abort_err = -ESHUTDOWN;
+			pthread_mutex_unlock(&e->lock);
+			continue;
+		}
 		poll(&pfd, 1, wait_room ? 1 : e->active ? NZI_ENGINE_TICK_MS : -1);
 	}
 	return NULL;

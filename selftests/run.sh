@@ -63,7 +63,7 @@ relay "static: " < <(scripts/static-checks.sh 2>&1)
 if [ ! -e /dev/net/tun ] || ! command -v qemu-system-x86_64 >/dev/null; then
 	emit ok "guest suites # SKIP qemu or /dev/net/tun missing (run scripts/setup.sh)"
 else
-	while read -r name guests rails timeout script host; do
+	while read -r name guests rails timeout script host mem; do
 		case "$name" in ''|'#'*) continue;; esac
 		[ $quick = 1 ] && [ "$name" != basic ] && continue
 		if [ -n "${NZ_SUITES:-}" ] && [[ " $NZ_SUITES " != *" $name "* ]]; then
@@ -72,7 +72,8 @@ else
 		echo "# guest suite $name: $guests guests x $rails rails"
 		start=$(date +%s)
 		hopt=()
-		[ -n "$host" ] && hopt=(-H "$host")
+		[ -n "$host" ] && [ "$host" != - ] && hopt=(-H "$host")
+		[ -n "$mem" ] && hopt+=(-m "$mem")
 		selftests/qemu/vm.sh -n "$guests" -r "$rails" -t "$timeout" \
 			-o "$OUT/guest-$name" "${hopt[@]}" "$script" > "$OUT/guest-$name.tap" 2>&1
 		rc=$?

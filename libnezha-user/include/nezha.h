@@ -596,7 +596,8 @@ int nz_engine_post(struct nz_engine *e, const struct nz_op *op,
 		   nz_done_fn fn, void *arg);
 /* Fail everything with err (< 0, e.g. -ECANCELED); see above.  Any thread. */
 int nz_engine_abort(struct nz_engine *e, int err);
-/* Finish what was posted, stop the thread, destroy the communicator. */
+/* Finish what was posted (what still runs 5 s later is aborted with
+ * -ESHUTDOWN), stop the thread, destroy the communicator. */
 void nz_engine_destroy(struct nz_engine *e);
 /* The communicator's rank and size (read-only: safe from any thread). */
 const struct nz_comm *nz_engine_comm(const struct nz_engine *e);
