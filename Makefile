@@ -68,7 +68,7 @@ TORCH_LIBS = -L/usr/lib/python3/dist-packages/torch/lib -ltorch -ltorch_cpu -lc1
 
 .PHONY: all module lib tools tests check torch check-quick demo setup install \
 	lint checkpatch sparse clean bench-nop bench-p2p bench-coll bench-failover \
-	bench-rdma bench-sched
+	bench-rdma bench-sched bench-train
 
 all: module lib tools tests $(if $(TORCH_OK),torch)
 
@@ -169,6 +169,11 @@ bench-rdma: all
 # the static equal split; latency of small messages; a rail halved mid-run.
 bench-sched: all
 	scripts/bench-sched.sh
+
+# DDP training steps/s on the nezha torch backend vs Gloo (both NICs, one
+# NIC), 2 guests: 2 x 40 Mbit/s, 40 + 10, TCP + RDMA, a rail pulled.
+bench-train: all
+	scripts/bench-train.sh
 
 # Style and static checks of the kernel code (also run by `make check`).
 lint: checkpatch sparse

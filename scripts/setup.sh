@@ -10,6 +10,7 @@ PACKAGES=(
 	iproute2 iputils-ping rdma-core ibverbs-utils perftest iperf3 ethtool procps
 	libibverbs-dev librdmacm-dev liburing-dev libmnl-dev pkg-config sparse
 	python3 python3-docutils
+	python3-torch libtorch-dev pybind11-dev python3-dev python3-sklearn
 )
 
 # One dpkg-query for all packages; unknown packages are simply absent from
