@@ -36,6 +36,13 @@ for ifc in $NZ_IFS; do
 	check "rail add r$i dev $ifc" "$CTL" rail add "r$i" proto tcp dev "$ifc"
 	i=$((i + 1))
 done
+# Python processes (two per guest with 4 ranks) share one vCPU with the
+# heartbeats of every path (4 ms by default): beat every 20 ms, and 10
+# silent periods (200 ms) declare a path dead.  A pulled cable is seen at
+# once anyway (carrier off).
+check "health set interval 20 misses 10" "$CTL" health set interval 20 misses 10
+"$CTL" monitor timeout 3000 >"$NZ_OUT/monitor.log" 2>&1 &
+monpid=$!
 
 # job NAME PORT WORLD TIMEOUT CMD...: this guest's ranks of a WORLD-rank
 # run of CMD (env://), at once; relay each one's TAP.
@@ -159,6 +166,11 @@ if [ "$NZ_NODE" = 0 ]; then
 	grep -v '^step \|No CUDA' "$NZ_OUT/gloo-pulled.log" | grep -i 'error\|timed\|exception' | tail -2 | cut -c1-300 | sed 's/^/#   /'
 fi
 
+kill "$monpid" 2>/dev/null
+echo "# path events during the suite: $(grep -c ': down' "$NZ_OUT/monitor.log") down," \
+	"$(grep -c ': up' "$NZ_OUT/monitor.log") up; failovers per rail:" \
+	"$(for r in r0 r1; do echo -n "$r $(rail_stat $r failovers) "; done)"
+grep ': down' "$NZ_OUT/monitor.log" | head -3 | sed 's/^/#   /'
 check "no transfer left in flight" \
 	sh -c 'for i in $(seq 50); do [ "$(cat /sys/class/nezha/nezha/inflight)" = 0 ] && exit 0; sleep 0.2; done; exit 1'
 check "rmmod" nz_unload

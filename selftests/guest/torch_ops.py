@@ -109,11 +109,14 @@ def differ(a, b, tol=0.0):
 
 def case(desc, fn):
     """Run fn() -> wrong element count; an exception counts as a failure."""
+    t0 = time.time()
     try:
         bad, why = fn()
     except Exception as e:      # noqa: BLE001 - any failure fails the case
         bad, why = 1, f"rank {RANK}: {type(e).__name__}: {e}".replace("\n", " ")[:400]
     report(desc, bad, why)
+    if RANK == 0 and time.time() - t0 > 5:
+        print(f"# that case took {time.time() - t0:.1f} s", flush=True)
 
 
 def gloo_or_ref(gloo_fn, ref_fn):
