@@ -536,7 +536,10 @@ static void *nzi_engine_main(void *arg)
 			pthread_mutex_unlock(&e->lock);
 			continue;
 		}
-		poll(&pfd, 1, wait_room ? 1 : e->active ? NZI_ENGINE_TICK_MS : -1);
+		if (!poll(&pfd, 1, wait_room ? 1 : e->active ? NZI_ENGINE_TICK_MS : -1) &&
+		    e->active)
+			nzi_comm_wait_any(e->comm, 0);	/* enters the kernel: flushes
+							 * what the CQ could not hold */
 	}
 	return NULL;
 }
