@@ -63,7 +63,7 @@ public:
 			std::unique_lock<std::mutex> lock(mutex_);
 			if (!cv_.wait_for(lock, t, [&] { return completed_; }))
 				TORCH_CHECK(false, "nezha: ", name_, " did not complete within ",
-					    t.count(), " ms (the process group's timeout)");
+					    t.count(), " ms");
 			if (exception_)
 				std::rethrow_exception(exception_);
 		}

@@ -60,8 +60,10 @@ nezha_up || st=fail
 barrier up 300 $st || { not_ok "barrier up"; tap_done; exit 1; }
 [ "$NZ_ALL_OK" = 1 ] && ok "nezha.ko, rails r0 r1 (TCP) at MTU $MTU" || not_ok "nezha.ko, rails r0 r1 (TCP) at MTU $MTU"
 
-pull_cmd() {	# pull_cmd N MS: host request N: pull guest 0's rail1 for MS ms
-	echo "echo 'flap 0 r1 1 $2 0' > $NZ_RUN/.req.$1 && mv $NZ_RUN/.req.$1 $NZ_RUN/req.$1"
+pull_cmd() {	# pull_cmd N MS: host request N: pull guest 0's rail1 for MS ms;
+		# returns once the carrier is gone here (at most 10 s)
+	echo "echo 'flap 0 r1 1 $2 0' > $NZ_RUN/.req.$1 && mv $NZ_RUN/.req.$1 $NZ_RUN/req.$1;" \
+		"for i in \$(seq 200); do [ \"\$(cat /sys/class/net/rail1/carrier)\" = 0 ] && break; sleep 0.05; done"
 }
 
 # run SCENARIO PORT RAILS ARGS...: one train_bench.py per guest.
@@ -95,7 +97,7 @@ scenario() {	# scenario NAME PORT: shape, run, report
 	iii) run iii "$port" r0,rd ;;
 	iv) if [ "$NZ_NODE" = 0 ]; then
 		run iv "$port" r0,r1 --models comm --groups nezha,gloo-all --timeout 60 \
-			--pull "1:$(pull_cmd 0 30000);$(pull_cmd 1 30000)"
+			--pull "1:$(pull_cmd 0 20000);$(pull_cmd 1 60000)"
 	    else
 		run iv "$port" r0,r1 --models comm --groups nezha,gloo-all --timeout 60
 	    fi ;;

@@ -103,13 +103,19 @@ if [ "$NZ_NODE" = 0 ]; then
 fi
 
 # Under torchrun: an unmodified script, its store on MASTER_PORT.
+# --redirects 2 --tee 1: Debian's torch 1.13 on Python 3.11 cannot parse
+# the default "0" of either (Std.from_str returns None: a zero-valued
+# IntFlag member is not iterated any more), so torchrun dies before it
+# starts a worker; these two values parse, and keep stdout on the console
+# (each line prefixed "[default0]:").
 trun() {
 	local rc
 	timeout -k 5 600 "$PY" -m torch.distributed.run --nnodes 2 --nproc_per_node 1 \
 		--node_rank "$NZ_NODE" --master_addr 10.77.0.1 --master_port 29720 \
+		--redirects 2 --tee 1 \
 		"$T/torch_train.py" --backend nezha >"$NZ_OUT/torchrun.log" 2>&1
 	rc=$?
-	grep '^step ' "$NZ_OUT/torchrun.log" >"$NZ_OUT/torchrun.loss"
+	sed -n 's/^\[default0\]://p' "$NZ_OUT/torchrun.log" | grep '^step ' >"$NZ_OUT/torchrun.loss"
 	[ $rc = 0 ] || tail -5 "$NZ_OUT/torchrun.log" | sed 's/^/# /'
 	return $rc
 }
@@ -121,10 +127,13 @@ if [ "$NZ_NODE" = 0 ]; then
 fi
 
 # A rail pulled at step 20: the host takes guest 0's rail1 carrier away for
-# 40 s (failover_host.sh), the training goes on over rail0.
+# 45 s (failover_host.sh), longer than the runs' 30 s collective timeout;
+# the training goes on over rail0.
 hostreq=0
-pull_cmd() {	# the command that asks the host to pull rail1 of guest 0 for $1 ms
-	echo "echo 'flap 0 r1 1 $1 0' > $NZ_RUN/.req.$hostreq && mv $NZ_RUN/.req.$hostreq $NZ_RUN/req.$hostreq"
+pull_cmd() {	# the command that asks the host to pull rail1 of guest 0 for $1 ms,
+		# and returns once this guest sees the carrier gone (at most 10 s)
+	echo "echo 'flap 0 r1 1 $1 0' > $NZ_RUN/.req.$hostreq && mv $NZ_RUN/.req.$hostreq $NZ_RUN/req.$hostreq;" \
+		"for i in \$(seq 200); do [ \"\$(cat /sys/class/net/rail1/carrier)\" = 0 ] && break; sleep 0.05; done"
 }
 host_done() {	# host_done: wait for the host's answer to the last request
 	local i answer=
@@ -139,13 +148,18 @@ train_pulled() {	# train_pulled NAME PORT ARGS...: with the pull at step 20 (nod
 	local name=$1 port=$2
 	shift 2
 	if [ "$NZ_NODE" = 0 ]; then
-		train "$name" "$port" "$@" --pull-step 20 --pull-cmd "$(pull_cmd 40000)"
+		train "$name" "$port" "$@" --pull-step 20 --pull-cmd "$(pull_cmd 45000)"
 	else
 		train "$name" "$port" "$@"
 	fi
 }
-check "DDP digits on nezha, guest 0's rail1 pulled at step 20" train_pulled pulled 29730 --backend nezha
+fo_before=$(rail_stat r1 failovers)
+check "DDP digits on nezha, guest 0's rail1 pulled at step 20 (45 s; timeout 30 s)" \
+	train_pulled pulled 29730 --backend nezha --timeout 30
 if [ "$NZ_NODE" = 0 ]; then
+	fo=$(( $(rail_stat r1 failovers) - fo_before ))
+	[ "$fo" -gt 0 ] && ok "Nezha failed rail1 over during that training ($fo failovers)" ||
+		not_ok "Nezha failed rail1 over during that training" "no failover counted on r1: was the cable pulled in time?"
 	out=$(same_losses pulled gloo)
 	[ $? = 0 ] && ok "rail pulled: nezha's 50 losses equal gloo's" ||
 		not_ok "rail pulled: nezha's 50 losses equal gloo's" "$out"
@@ -157,7 +171,7 @@ sleep 5	# rail1 is back: let its connections come up before the next run
 
 # Gloo under the same fault, both NICs: shown, not checked.
 start=$SECONDS
-GLOO_SOCKET_IFNAME=rail0,rail1 train_pulled gloo-pulled 29740 --backend gloo --timeout 60
+GLOO_SOCKET_IFNAME=rail0,rail1 train_pulled gloo-pulled 29740 --backend gloo --timeout 30
 rc=$?
 if [ "$NZ_NODE" = 0 ]; then
 	host_done || true
