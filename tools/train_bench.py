@@ -22,7 +22,7 @@ then report how many steps they finished and the error, if any.
 
 usage: train_bench.py --ifs rail0,rail1 [--models comm,compute]
        [--steps 3] [--warmup 1] [--groups nezha,gloo-all,gloo-one]
-       [--pull STEP:CMD[;CMD2]] [--timeout S]
+       [--pull STEP:CMD[|||CMD2]] [--timeout S]
 """
 import argparse
 import datetime
@@ -68,7 +68,7 @@ MODELS = {  # name: (layer widths, batch per rank)
 pull_step, pull_cmds = -1, []
 if args.pull:
     s, c = args.pull.split(":", 1)
-    pull_step, pull_cmds = int(s), c.split(";")
+    pull_step, pull_cmds = int(s), c.split("|||")
 
 
 def make(widths):

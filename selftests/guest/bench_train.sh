@@ -97,7 +97,7 @@ scenario() {	# scenario NAME PORT: shape, run, report
 	iii) run iii "$port" r0,rd ;;
 	iv) if [ "$NZ_NODE" = 0 ]; then
 		run iv "$port" r0,r1 --models comm --groups nezha,gloo-all --timeout 60 \
-			--pull "1:$(pull_cmd 0 20000);$(pull_cmd 1 60000)"
+			--pull "1:$(pull_cmd 0 20000)|||$(pull_cmd 1 60000)"
 	    else
 		run iv "$port" r0,r1 --models comm --groups nezha,gloo-all --timeout 60
 	    fi ;;
