@@ -56,11 +56,38 @@ GUEST_BINS := $(GUEST_SRCS:selftests/guest/%.c=$(B)/guest/%)
 FUZZ_BINS  := $(B)/fuzz/nz_fuzz $(B)/fuzz/fuzz_wire
 WIRE_SRCS  := kmod/wire.c kmod/reasm.c
 
-.PHONY: all module lib tools tests check check-quick check-debug demo setup install \
-	lint checkpatch sparse clean bench-nop bench-p2p bench-coll bench-failover \
-	bench-rdma bench-sched fuzz
+# The torch.distributed backend (libnezha-user/torch/), built when
+# Debian's python3-torch and libtorch-dev are installed.
+PY         ?= /usr/bin/python3
+TORCH_OK   := $(shell $(PY) -c 'import torch.distributed' >/dev/null 2>&1 && test -e /usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp && echo y)
+TORCH_DIR  := $(B)/torch/nezha_torch
+TORCH_EXT  := $(TORCH_DIR)/_C$(shell $(PY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+TORCH_PY   := $(TORCH_DIR)/__init__.py
+PYDIR      ?= $(PREFIX)/lib/python$(shell $(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)/dist-packages
+TORCH_CXXFLAGS = -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -Wno-unused-parameter \
+	-DTORCH_EXTENSION_NAME=_C -DTORCH_API_INCLUDE_EXTENSION_H -D_GLIBCXX_USE_CXX11_ABI=1 \
+	-isystem /usr/lib/python3/dist-packages/torch/include \
+	-isystem /usr/lib/python3/dist-packages/torch/include/torch/csrc/api/include \
+	-isystem $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null) \
+	-Iuapi -Ilibnezha-user/include
+TORCH_LIBS = -L/usr/lib/python3/dist-packages/torch/lib -ltorch -ltorch_cpu -lc10 -ltorch_python
 
-all: module lib tools tests
+.PHONY: all module lib tools tests check torch check-quick check-debug demo setup \
+	install lint checkpatch sparse clean bench-nop bench-p2p bench-coll \
+	bench-failover bench-rdma bench-sched bench-train fuzz
+
+all: module lib tools tests $(if $(TORCH_OK),torch)
+
+torch: $(TORCH_EXT) $(TORCH_PY)
+
+$(TORCH_EXT): libnezha-user/torch/ProcessGroupNezha.cpp $(LIB_A) libnezha-user/include/nezha.h
+	@test -n "$(TORCH_OK)" || { echo "make torch: needs python3-torch and libtorch-dev (apt-get install python3-torch libtorch-dev)" >&2; exit 1; }
+	@mkdir -p $(@D)
+	$(CXX) $(TORCH_CXXFLAGS) -shared -o $@ $< $(LIB_A) $(TORCH_LIBS) $(LIB_LDLIBS) -lpthread
+
+$(TORCH_PY): libnezha-user/torch/nezha_torch/__init__.py
+	@mkdir -p $(@D)
+	cp $< $@
 
 setup:
 	@scripts/setup.sh
@@ -182,6 +209,10 @@ fuzz: all
 	selftests/qemu/vm.sh -n 1 -r 2 -t $(FUZZ_TIMEOUT) -o $(B)/fuzz-output \
 		selftests/guest/fuzz.sh $(FUZZ_INPUTS) $(FUZZ_FRAMES) $(FUZZ_SEED)
 	scripts/fuzz-wire.sh $(FUZZ_WIRE_SECS)
+# DDP training steps/s on the nezha torch backend vs Gloo (both NICs, one
+# NIC), 2 guests: 2 x 40 Mbit/s, 40 + 10, TCP + RDMA, a rail pulled.
+bench-train: all
+	scripts/bench-train.sh
 
 # Style and static checks of the kernel code (also run by `make check`).
 lint: checkpatch sparse
@@ -205,6 +236,9 @@ install: all
 	install -m 0644 libnezha-user/include/*.h $(DESTDIR)$(INCDIR)/nezha/
 	install -m 0644 uapi/linux/nezha.h uapi/linux/nezha_netlink.h $(DESTDIR)$(INCDIR)/nezha/linux/
 	install -m 0755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	$(if $(TORCH_OK),install -d $(DESTDIR)$(PYDIR)/nezha_torch && \
+		install -m 0644 $(TORCH_PY) $(DESTDIR)$(PYDIR)/nezha_torch/ && \
+		install -m 0755 $(TORCH_EXT) $(DESTDIR)$(PYDIR)/nezha_torch/)
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null

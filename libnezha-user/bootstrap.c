@@ -155,10 +155,51 @@ size_t nzi_boot_encode_hello(uint8_t *buf, int rank, int size,
 	return (size_t)(p - buf);
 }
 
+static int nzi_find_rail(const struct nzi_rail *rails, unsigned int n,
+			 const char *name);
+static int nzi_parse_welcome(const struct nzi_boot_cfg *cfg, const uint8_t *p,
+			     size_t len, struct nzi_boot_job *job);
+
 /* A rail name from the wire: NUL terminated within its field, non-empty. */
 static bool nzi_name_ok(const uint8_t *p)
 {
 	return p[0] && memchr(p, 0, NZ_RAIL_NAME_LEN);
+}
+
+int nzi_boot_parse_hello(const uint8_t *buf, size_t len, int size,
+			 struct nzi_boot_hello *h)
+{
+	const uint8_t *b = buf + NZI_BOOT_HDR_LEN;
+	uint32_t nrails;
+
+	if (len < NZI_BOOT_HDR_LEN + 16 || get_be32(buf) != NZI_BOOT_MAGIC ||
+	    get_be16(buf + 4) != NZI_BOOT_VERSION ||
+	    get_be16(buf + 6) != NZI_BOOT_HELLO ||
+	    get_be32(buf + 8) != len - NZI_BOOT_HDR_LEN)
+		return nzi_error(-EPROTO, "rendezvous: malformed HELLO");
+	h->rank = (int)get_be32(b);
+	nrails = get_be32(b + 8);
+	h->unit = get_be32(b + 12);
+	if (get_be32(b + 4) != (uint32_t)size)
+		return nzi_error(-EINVAL, "rendezvous: job size mismatch: rank 0 has WORLD_SIZE=%d, rank %d has %u",
+				 size, h->rank, get_be32(b + 4));
+	if (nrails > NZ_MAX_RAILS || len != NZI_BOOT_HDR_LEN + 16 + nrails * NZI_BOOT_RAIL_LEN)
+		return nzi_error(-EPROTO, "rendezvous: malformed rail list (%u rails)", nrails);
+	if (h->unit && !nzi_unit_ok(h->unit))
+		return nzi_error(-EINVAL, "rendezvous: chunk unit %u is not a power of two in %d..%d",
+				 h->unit, NZ_MIN_UNIT, NZ_MAX_UNIT);
+	b += 16;
+	for (uint32_t k = 0; k < nrails; k++, b += NZI_BOOT_RAIL_LEN) {
+		struct nzi_rail *r = &h->rails[k];
+
+		if (!nzi_name_ok(b) || nzi_find_rail(h->rails, k, (const char *)b) >= 0)
+			return nzi_error(-EPROTO, "rendezvous: malformed or duplicate rail name in rail list");
+		memcpy(r->name, b, NZ_RAIL_NAME_LEN);
+		get_addr(b + NZ_RAIL_NAME_LEN, &r->addr, &r->port);
+		r->speed_mbps = get_be32(b + NZ_RAIL_NAME_LEN + 8);
+	}
+	h->nrails = nrails;
+	return 0;
 }
 
 /* ---- Environment ---- */
@@ -335,7 +376,7 @@ static int nzi_random(void *buf, size_t len)
 	return 0;
 }
 
-static int nzi_new_identity(struct nzi_boot_job *job)
+int nzi_boot_identity(struct nzi_boot_job *job)
 {
 	int ret;
 
@@ -747,6 +788,65 @@ static int nzi_server_unit(struct nzi_server *s, struct nzi_boot_job *job)
 	return 0;
 }
 
+uint8_t *nzi_boot_encode_welcome(const struct nzi_boot_job *job, size_t *lenp)
+{
+	size_t len = NZI_BOOT_HDR_LEN + NZI_WELCOME_FIXED + job->nrails * NZ_RAIL_NAME_LEN +
+		     (size_t)job->size * job->nrails * NZI_ADDR_LEN;
+	uint8_t *msg = malloc(len), *p;
+
+	if (!msg)
+		return NULL;
+	put_hdr(msg, NZI_BOOT_WELCOME, (uint32_t)(len - NZI_BOOT_HDR_LEN));
+	p = msg + NZI_BOOT_HDR_LEN;
+	put_be64(p, job->job_id);
+	memcpy(p + 8, job->secret, NZ_SECRET_LEN);
+	put_be32(p + 8 + NZ_SECRET_LEN, job->size);
+	put_be32(p + 12 + NZ_SECRET_LEN, job->nrails);
+	put_be32(p + 16 + NZ_SECRET_LEN, job->unit);
+	p += NZI_WELCOME_FIXED;
+	for (unsigned int k = 0; k < job->nrails; k++, p += NZ_RAIL_NAME_LEN)
+		memcpy(p, job->rails[k], NZ_RAIL_NAME_LEN);
+	for (size_t k = 0; k < (size_t)job->size * job->nrails; k++, p += NZI_ADDR_LEN)
+		put_addr(p, job->addrs[k].addr, job->addrs[k].port);
+	*lenp = len;
+	return msg;
+}
+
+size_t nzi_boot_encode_abort(uint8_t *buf, size_t cap, int err, const char *reason)
+{
+	size_t rlen = strlen(reason);
+
+	if (rlen > cap - NZI_BOOT_HDR_LEN - 4)
+		rlen = cap - NZI_BOOT_HDR_LEN - 4;
+	put_hdr(buf, NZI_BOOT_ABORT, (uint32_t)(4 + rlen));
+	put_be32(buf + NZI_BOOT_HDR_LEN, (uint32_t)err);
+	memcpy(buf + NZI_BOOT_HDR_LEN + 4, reason, rlen);
+	return NZI_BOOT_HDR_LEN + 4 + rlen;
+}
+
+int nzi_boot_parse_answer(const struct nzi_boot_cfg *cfg, const uint8_t *buf,
+			  size_t len, struct nzi_boot_job *job)
+{
+	int ret;
+
+	if (len < NZI_BOOT_HDR_LEN || get_be32(buf) != NZI_BOOT_MAGIC ||
+	    get_be16(buf + 4) != NZI_BOOT_VERSION ||
+	    get_be32(buf + 8) != len - NZI_BOOT_HDR_LEN)
+		return nzi_error(-EPROTO, "rendezvous: malformed answer of rank 0");
+	if (get_be16(buf + 6) == NZI_BOOT_WELCOME)
+		return nzi_parse_welcome(cfg, buf + NZI_BOOT_HDR_LEN,
+					 len - NZI_BOOT_HDR_LEN, job);
+	if (get_be16(buf + 6) != NZI_BOOT_ABORT || len < NZI_BOOT_HDR_LEN + 4)
+		return nzi_error(-EPROTO, "rendezvous: unexpected message type %u from rank 0",
+				 get_be16(buf + 6));
+	ret = -(int)get_be32(buf + NZI_BOOT_HDR_LEN);
+	if (ret >= 0 || ret < -4095)
+		ret = -EPROTO;
+	return nzi_error(ret, "rendezvous: rank 0 stopped rank %d: %.*s", cfg->rank,
+			 (int)(len - NZI_BOOT_HDR_LEN - 4),
+			 (const char *)buf + NZI_BOOT_HDR_LEN + 4);
+}
+
 /* Every rank is here: compute the job and send it to everyone. */
 static int nzi_server_welcome(struct nzi_server *s, struct nzi_boot_job *job,
 			      int64_t deadline)
@@ -754,7 +854,7 @@ static int nzi_server_welcome(struct nzi_server *s, struct nzi_boot_job *job,
 	unsigned int size = (unsigned int)s->cfg->size;
 	const struct nzi_rail *rails[NZ_MAX_RANKS];
 	unsigned int nrails[NZ_MAX_RANKS];
-	uint8_t *msg, *p;
+	uint8_t *msg;
 	size_t len;
 	int ret;
 
@@ -775,27 +875,13 @@ static int nzi_server_welcome(struct nzi_server *s, struct nzi_boot_job *job,
 	}
 	ret = nzi_server_unit(s, job);
 	if (!ret)
-		ret = nzi_new_identity(job);
+		ret = nzi_boot_identity(job);
 	if (ret)
 		return ret;
 
-	len = NZI_BOOT_HDR_LEN + NZI_WELCOME_FIXED + job->nrails * NZ_RAIL_NAME_LEN +
-	      (size_t)size * job->nrails * NZI_ADDR_LEN;
-	msg = malloc(len);
+	msg = nzi_boot_encode_welcome(job, &len);
 	if (!msg)
 		return nzi_error(-ENOMEM, "rendezvous: out of memory");
-	put_hdr(msg, NZI_BOOT_WELCOME, (uint32_t)(len - NZI_BOOT_HDR_LEN));
-	p = msg + NZI_BOOT_HDR_LEN;
-	put_be64(p, job->job_id);
-	memcpy(p + 8, job->secret, NZ_SECRET_LEN);
-	put_be32(p + 8 + NZ_SECRET_LEN, size);
-	put_be32(p + 12 + NZ_SECRET_LEN, job->nrails);
-	put_be32(p + 16 + NZ_SECRET_LEN, job->unit);
-	p += NZI_WELCOME_FIXED;
-	for (unsigned int k = 0; k < job->nrails; k++, p += NZ_RAIL_NAME_LEN)
-		memcpy(p, job->rails[k], NZ_RAIL_NAME_LEN);
-	for (size_t k = 0; k < (size_t)size * job->nrails; k++, p += NZI_ADDR_LEN)
-		put_addr(p, job->addrs[k].addr, job->addrs[k].port);
 
 	for (unsigned int r = 1; r < size && !ret; r++) {
 		ret = nzi_xfer_all(s->mem[r].fd, msg, len,
@@ -1143,7 +1229,7 @@ int nzi_bootstrap(const struct nzi_boot_cfg *cfg, struct nzi_boot_job *job)
 		job->unit = cfg->unit ? cfg->unit :
 			    nzi_unit_for_speed(job->min_speed_mbps);
 		if (!ret)
-			ret = nzi_new_identity(job);
+			ret = nzi_boot_identity(job);
 		if (ret)
 			nzi_boot_job_free(job);
 		return ret;

@@ -335,6 +335,12 @@ struct nz_coll_request {
 	bool finished;
 	bool detached;
 	int result;
+	/* 16-bit float AVG, run as a binary32 SUM (collective.c) */
+	void *wide;		/* the binary32 copy, NULL: not widened */
+	void *wide_out;		/* the caller's recvbuf, NULL once written */
+	size_t wide_off, wide_count;
+	float wide_div;
+	bool wide_bf16;
 	struct nzi_sched s;
 };
 

@@ -50,7 +50,9 @@ static int nzi_x_wait(void *ctx, void *handle, int timeout_ms, int64_t *res)
 	int saved = comm->wait_timeout_ms, ret;
 
 	comm->wait_timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
+	comm->in_coll = true;
 	ret = nz_wait(req, &st);
+	comm->in_coll = false;
 	comm->wait_timeout_ms = saved;
 	/* -ETIME/-EINTR leave the request in flight; an outcome frees it. */
 	if ((ret == -ETIME || ret == -EINTR) && req->state == NZI_REQ_INFLIGHT)

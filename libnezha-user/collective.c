@@ -276,6 +276,7 @@ static void nzi_req_free(struct nz_coll_request *req)
 {
 	nzi_req_unlink(req->owner, req);
 	nzi_sched_free(&req->s);
+	free(req->wide);
 	free(req);
 }
 
@@ -503,6 +504,8 @@ static int nzi_finish(struct nz_coll_request *req)
 	return ret;
 }
 
+static void nzi_widen_finish(struct nz_coll_request *req);
+
 static void nzi_progress_all(struct nzi_coll *c)
 {
 	struct nz_coll_request *r = c->head, *next;
@@ -518,15 +521,74 @@ static void nzi_progress_all(struct nzi_coll *c)
 		if (!r->finished && nzi_sched_user_done(&r->s)) {
 			r->finished = true;
 			r->result = r->s.err;
+			nzi_widen_finish(r);
 		}
 		if (r->detached && nzi_sched_done(&r->s))
 			nzi_req_free(r);
 	}
 }
 
+/*
+ * AVG of 16-bit floats: the ranks' sum can leave float16's range (4 ranks
+ * x 20000 is above 65504) before the division brings it back, and the
+ * schedules store every partial sum in the element type.  Run the
+ * collective in binary32 instead -- a SUM over a widened copy, in place --
+ * and divide and narrow into the caller's buffer when it finishes
+ * (nzi_widen_finish): no overflow, and the result is the binary32 quotient
+ * rounded once more to 16 bits.  It moves twice the bytes.
+ */
+static int nzi_widen(const struct nz_comm *comm, struct nzi_args *a,
+		     struct nz_coll_request *req)
+{
+	size_t n = a->count, off = 0;
+	const uint16_t *src = a->sendbuf;
+	bool bf = a->dtype == NZ_BFLOAT16;
+	float *w;
+
+	if (a->op != NZ_AVG || (a->dtype != NZ_FLOAT16 && !bf) || comm->size == 1 ||
+	    (a->coll != NZ_COLL_ALLREDUCE && a->coll != NZ_COLL_REDUCE &&
+	     a->coll != NZ_COLL_REDUCE_SCATTER))
+		return 0;
+	if (a->coll == NZ_COLL_REDUCE_SCATTER) {
+		off = (size_t)comm->rank * a->count;
+		n *= (size_t)comm->size;
+	}
+	w = malloc(n ? n * sizeof(float) : sizeof(float));
+	if (!w)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		w[i] = bf ? nz_bf16_to_f32(src[i]) : nz_f16_to_f32(src[i]);
+	req->wide = w;
+	req->wide_out = a->recvbuf;
+	req->wide_off = off;
+	req->wide_count = a->count;
+	req->wide_bf16 = bf;
+	req->wide_div = (float)comm->size;
+	a->sendbuf = w;
+	a->recvbuf = a->recvbuf ? w + off : NULL;
+	a->dtype = NZ_FLOAT32;
+	a->op = NZ_SUM;
+	return 0;
+}
+
+/* The widened collective is over: narrow its result for the caller. */
+static void nzi_widen_finish(struct nz_coll_request *req)
+{
+	uint16_t *out = req->wide_out;
+	const float *w = (const float *)req->wide + req->wide_off;
+
+	if (!req->wide || !out || req->result)
+		return;
+	for (size_t i = 0; i < req->wide_count; i++)
+		out[i] = req->wide_bf16 ? nz_f32_to_bf16(w[i] / req->wide_div) :
+					  nz_f32_to_f16(w[i] / req->wide_div);
+	req->wide_out = NULL;
+}
+
 static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 		     struct nz_coll_request **out)
 {
+
 	struct nz_coll_request *req;
 	struct nzi_hdr hdr = { 0 };
 	struct nzi_coll *c;
@@ -561,6 +623,13 @@ static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 	ret = nzi_check(comm, a, &total);
 	if (ret)
 		return ret;
+	req = calloc(1, sizeof(*req));
+	if (!req || nzi_widen(comm, a, req)) {
+		free(req);
+		return nzi_error(-ENOMEM, "%s: out of memory", nzi_coll_names[a->coll]);
+	}
+	if (req->wide)
+		total *= 2;
 	a->algo = nzi_select(&c->tune, comm->size, a->coll, total);
 	a->segment = c->tune.segment;
 	a->small_segment = c->tune.small_segment;
@@ -575,9 +644,6 @@ static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 	hdr.param = nzi_pipelined(a->algo) ? (uint32_t)a->segment :
 		    a->algo == NZ_ALGO_RD ? (uint32_t)a->small_segment : 0;
 
-	req = calloc(1, sizeof(*req));
-	if (!req)
-		return nzi_error(-ENOMEM, "%s: out of memory", nzi_coll_names[a->coll]);
 	req->owner = c;
 	nzi_sched_init(&req->s, comm, &hdr);
 	if (c->tune.check && comm->size > 1)
@@ -587,6 +653,7 @@ static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 		ret = nzi_sched_start(&req->s);
 	if (ret) {
 		nzi_sched_free(&req->s);
+		free(req->wide);
 		free(req);
 		return nzi_error(ret, "%s: cannot set up the schedule: %s",
 				 nzi_coll_names[a->coll], strerror(-ret));
@@ -600,6 +667,7 @@ static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 	if (nzi_sched_user_done(&req->s)) {
 		req->finished = true;
 		req->result = req->s.err;
+		nzi_widen_finish(req);
 	}
 	if (out) {
 		*out = req;

@@ -114,7 +114,7 @@ int nzi_comm_wrap(struct nz_comm **out, struct nz_queue *q, int rank,
 
 /* ---- Set-up ---- */
 
-static int nzi_opts_check(const struct nz_comm_opts *o)
+static int nzi_opts_check(const struct nz_comm_opts *o, bool kv)
 {
 	unsigned int n = 0;
 
@@ -140,7 +140,7 @@ static int nzi_opts_check(const struct nz_comm_opts *o)
 	}
 	if (o->rails && !n)
 		return nzi_error(-EINVAL, "comm: the rail list is empty");
-	if (o->size > 1 && (!o->master_addr || !*o->master_addr ||
+	if (o->size > 1 && !kv && (!o->master_addr || !*o->master_addr ||
 			    o->master_port < 1 || o->master_port > 65535))
 		return nzi_error(-EINVAL, "comm: a job of %d ranks needs master_addr and master_port (1..65535)",
 				 o->size);
@@ -281,7 +281,8 @@ static void nzi_comm_teardown(struct nz_comm *c)
 	free(c);
 }
 
-int nz_comm_init(struct nz_comm **out, const struct nz_comm_opts *o)
+static int nzi_comm_init(struct nz_comm **out, const struct nz_comm_opts *o,
+			 const struct nz_kv *kv)
 {
 	struct nzi_rail rails[NZ_MAX_RAILS];
 	struct nzi_boot_cfg cfg = { 0 };
@@ -293,7 +294,7 @@ int nz_comm_init(struct nz_comm **out, const struct nz_comm_opts *o)
 	if (!out || !o)
 		return nzi_error(-EINVAL, "comm: NULL argument");
 	*out = NULL;
-	ret = nzi_opts_check(o);
+	ret = nzi_opts_check(o, kv);
 	if (ret)
 		return ret;
 	c = calloc(1, sizeof(*c));
@@ -320,7 +321,8 @@ int nz_comm_init(struct nz_comm **out, const struct nz_comm_opts *o)
 	cfg.rails = rails;
 	cfg.unit = o->unit;
 	cfg.verbose = c->verbose;
-	ret = nzi_bootstrap(&cfg, &job);
+	ret = kv && o->size > 1 ? nzi_bootstrap_kv(&cfg, kv, &job) :
+				  nzi_bootstrap(&cfg, &job);
 	if (ret)
 		goto out_close;
 	c->job_id = job.job_id;
@@ -346,6 +348,19 @@ out_close:
 	else
 		free(c);
 	return ret;
+}
+
+int nz_comm_init(struct nz_comm **out, const struct nz_comm_opts *o)
+{
+	return nzi_comm_init(out, o, NULL);
+}
+
+int nz_comm_init_kv(struct nz_comm **out, const struct nz_comm_opts *o,
+		    const struct nz_kv *kv)
+{
+	if (!kv)
+		return nzi_error(-EINVAL, "comm: NULL key-value store");
+	return nzi_comm_init(out, o, kv);
 }
 
 /* Split $NEZHA_RAILS ("a,b,c") into names; buf keeps the strings. */

@@ -120,6 +120,35 @@ size_t nzi_boot_encode_hello(uint8_t *buf, int rank, int size,
 			     const struct nzi_rail *rails, unsigned int nrails,
 			     unsigned int unit);
 
+/* A HELLO as rank 0 reads it. */
+struct nzi_boot_hello {
+	int rank;
+	unsigned int unit;
+	unsigned int nrails;
+	struct nzi_rail rails[NZ_MAX_RAILS];
+};
+
+/* Decode a whole HELLO message (header included) of a job of size ranks. */
+int nzi_boot_parse_hello(const uint8_t *buf, size_t len, int size,
+			 struct nzi_boot_hello *h);
+/* A WELCOME (header included) for job, malloc'd; NULL without memory. */
+uint8_t *nzi_boot_encode_welcome(const struct nzi_boot_job *job, size_t *len);
+/* An ABORT (header included) into buf[0..cap); returns its length. */
+size_t nzi_boot_encode_abort(uint8_t *buf, size_t cap, int err, const char *reason);
+/* Rank 0's answer, a WELCOME (0, *job filled) or an ABORT (its errno). */
+int nzi_boot_parse_answer(const struct nzi_boot_cfg *cfg, const uint8_t *buf,
+			  size_t len, struct nzi_boot_job *job);
+/* Draw a fresh job id (never 0) and secret. */
+int nzi_boot_identity(struct nzi_boot_job *job);
+
+/*
+ * The rendezvous through a key-value store the framework provides
+ * (boot_kv.c): the same job as nzi_bootstrap() forms, with no socket of
+ * its own.  cfg->master_addr and master_port are ignored.
+ */
+int nzi_bootstrap_kv(const struct nzi_boot_cfg *cfg, const struct nz_kv *kv,
+		     struct nzi_boot_job *job);
+
 /* ---- Environment (bootstrap.c) ---- */
 
 struct nzi_env {
@@ -186,6 +215,7 @@ struct nz_comm {
 	char rails[NZ_MAX_RAILS][NZ_RAIL_NAME_LEN];
 	bool verbose;
 	int wait_timeout_ms;	/* <= 0: block */
+	bool in_coll;		/* inside the collectives' own nz_wait() */
 
 	struct nz_request **reqs;	/* every request ever allocated */
 	unsigned int nreqs, reqs_cap;

@@ -304,6 +304,12 @@ int nz_wait(struct nz_request *req, struct nz_status *status)
 
 		if (nzi_comm_reap(c) && req->state != NZI_REQ_INFLIGHT)
 			break;
+		/* A rank blocked here must not stall its collectives' peers. */
+		if (c->coll && !c->in_coll) {
+			nz_coll_progress(c);
+			if (req->state != NZI_REQ_INFLIGHT)
+				break;
+		}
 		ret = nzi_wait_one(c, deadline);
 		if (ret)
 			return nzi_wait_error(c, ret);
@@ -372,7 +378,15 @@ int nz_waitall(struct nz_request **reqs, unsigned int n,
 		 */
 		if (reaped && (deadline < 0 || nzi_now_ms() < deadline))
 			continue;
-		ret = nzi_wait_one(pending->comm, deadline);
+		c = pending->comm;
+		if (c->coll && !c->in_coll) {
+			unsigned long before = c->reaped;
+
+			nz_coll_progress(c);
+			if (c->reaped != before)
+				continue;
+		}
+		ret = nzi_wait_one(c, deadline);
 		if (ret)
 			return nzi_wait_error(pending->comm, ret);
 	}

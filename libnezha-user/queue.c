@@ -91,6 +91,12 @@ int nz_queue_fd(const struct nz_queue *q)
 	return q->fd;
 }
 
+int nz_queue_register_eventfd(struct nz_queue *q, int efd)
+{
+	return efd < 0 ? io_uring_unregister_eventfd(&q->ring) :
+			 io_uring_register_eventfd(&q->ring, efd);
+}
+
 int nz_queue_prep(struct nz_queue *q, uint32_t op, const struct nz_sqe *cmd,
 		  uint64_t user_data, int fixed_index)
 {

@@ -11,6 +11,7 @@ PACKAGES=(
 	libibverbs-dev librdmacm-dev liburing-dev libmnl-dev pkg-config sparse
 	python3 python3-docutils rsync
 	flex bison bc libelf-dev libssl-dev
+	python3-torch libtorch-dev pybind11-dev python3-dev python3-sklearn
 )
 
 # One dpkg-query for all packages; unknown packages are simply absent from

@@ -97,7 +97,7 @@ fi
 if [ ! -e /dev/net/tun ] || ! command -v qemu-system-x86_64 >/dev/null; then
 	emit ok "guest suites # SKIP qemu or /dev/net/tun missing (run scripts/setup.sh)"
 else
-	while read -r name guests rails timeout script host; do
+	while read -r name guests rails timeout script host mem; do
 		case "$name" in ''|'#'*) continue;; esac
 		[ $quick = 1 ] && [ "$name" != basic ] && continue
 		if [ -n "${NZ_SUITES:-}" ] && [[ " $NZ_SUITES " != *" $name "* ]]; then
@@ -106,10 +106,13 @@ else
 		echo "# guest suite $name: $guests guests x $rails rails"
 		start=$(date +%s)
 		hopt=()
-		[ -n "$host" ] && hopt=(-H "$host")
+		[ -n "$host" ] && [ "$host" != - ] && hopt=(-H "$host")
+		# Memory per guest: the suite's column, else NZ_VM_MEM.
+		mem=${mem:-${NZ_VM_MEM:-}}
+		[ -n "$mem" ] && hopt+=(-m "$mem")
 		timeout=$((timeout * ${NZ_TIMEOUT_SCALE:-1}))
 		for try in 1 2; do
-			selftests/qemu/vm.sh -n "$guests" -r "$rails" -t "$timeout" ${NZ_VM_MEM:+-m "$NZ_VM_MEM"} \
+			selftests/qemu/vm.sh -n "$guests" -r "$rails" -t "$timeout" \
 				-o "$OUT/guest-$name" "${hopt[@]}" "$script" > "$OUT/guest-$name.tap" 2>&1
 			rc=$?
 			# NZ_RETRY_BOOT (the debug lane): a guest kernel that died

@@ -56,6 +56,13 @@ void nz_queue_close(struct nz_queue *q);
 int nz_queue_fd(const struct nz_queue *q);
 
 /*
+ * Have every completion posted to q signal eventfd efd (io_uring's
+ * eventfd registration), so that a thread can sleep in poll() on it
+ * together with its own events; efd < 0 unregisters.  Returns 0 or -errno.
+ */
+int nz_queue_register_eventfd(struct nz_queue *q, int efd);
+
+/*
  * Put one command in the next free SQE: op is an NZ_CMD_* opcode, cmd its
  * payload (copied; NULL = all zero).  fixed_index >= 0 marks addr as lying
  * in registered buffer fixed_index (see nz_queue_register_buffers()); pass
@@ -162,6 +169,48 @@ int nz_comm_init(struct nz_comm **out, const struct nz_comm_opts *opts);
  * rail names) and NEZHA_DEBUG=1 (NZ_COMM_F_VERBOSE).
  */
 int nz_comm_init_env(struct nz_comm **out);
+
+/*
+ * A key-value store that the framework already runs for its own rendezvous
+ * (torch.distributed's TCPStore/FileStore, a PMIx server, ...), seen
+ * through three callbacks.  nz_comm_init_kv() forms the job through it,
+ * with no socket of its own: no second port, nothing listening on
+ * MASTER_PORT.  Every callback returns 0 or a negative errno and may be
+ * called from the calling thread only, during nz_comm_init_kv().
+ *
+ *  - set: store len bytes under key (a NUL-terminated string of at most
+ *    NZ_KV_KEY_MAX bytes), replacing any older value.
+ *  - wait: return 0 once key exists, -ETIMEDOUT if it does not within
+ *    timeout_ms.
+ *  - get: copy the value of an existing key into buf[0..cap) and its length
+ *    into *len; -ENOSPC (with *len) when it is longer than cap.
+ *
+ * Keys are "nezha/<prefix>/hello/<rank>" (each rank's rails) and
+ * "nezha/<prefix>/job" (rank 0's answer: the job id, the secret the
+ * modules authenticate each other with, the rail table; or why the job
+ * failed).  The job's secret is written to the store once, by rank 0, and
+ * read by the ranks that wait for it: it is as private as the store is,
+ * which must be reachable by the job's ranks only (as the framework's own
+ * rendezvous already requires).  A process group made twice on one store
+ * needs a distinct prefix each time (torch's PrefixStore gives one).
+ */
+#define NZ_KV_KEY_MAX		128
+struct nz_kv {
+	void *ctx;
+	int (*set)(void *ctx, const char *key, const void *val, size_t len);
+	int (*wait)(void *ctx, const char *key, int timeout_ms);
+	int (*get)(void *ctx, const char *key, void *buf, size_t cap,
+		   size_t *len);
+	const char *prefix;	/* NULL or "": none */
+};
+
+/*
+ * nz_comm_init() with the rendezvous through kv instead of a TCP listener
+ * (opts->master_addr and master_port are ignored).  Same errors, and those
+ * of the callbacks (-ETIMEDOUT: a rank's key did not appear in time).
+ */
+int nz_comm_init_kv(struct nz_comm **out, const struct nz_comm_opts *opts,
+		    const struct nz_kv *kv);
 
 /*
  * Leave the job and free the communicator and its requests.  Call it with
@@ -447,6 +496,111 @@ int nz_coll_test(struct nz_coll_request *req);
 /* Advance every collective of comm without blocking; returns how many are
  * still running, or -EINVAL. */
 int nz_coll_progress(struct nz_comm *comm);
+
+/* ---- Progress engine: one communicator for many threads ---- */
+
+/*
+ * A communicator is not thread safe and advances only inside libnezha
+ * calls.  A framework (torch.distributed, with DDP's buckets reduced while
+ * backward still runs) needs the opposite: operations posted from any
+ * thread, many in flight, completing on their own.  An engine owns a
+ * communicator and one thread that runs everything on it:
+ *
+ *  - nz_engine_post() (any thread) queues an operation and returns; the
+ *    engine starts operations in the order they were posted (the order
+ *    every rank must post its collectives in), several at once, and calls
+ *    the operation's done callback from its thread when no transfer of it
+ *    can still touch its buffers.
+ *  - The thread sleeps in poll() on an eventfd that the ring's completions
+ *    and new posts signal: completion never depends on a caller polling,
+ *    a point-to-point receive and the collectives in flight advance
+ *    together, and an idle engine costs no CPU.
+ *  - nz_engine_abort() (any thread, also while operations are in flight)
+ *    fails what has not started, destroys the module's communicator (which
+ *    fails every transfer in flight with -ECANCELED and closes the rails,
+ *    so that the peers' operations fail too) and completes everything
+ *    with the abort's errno.
+ *  - Timeouts: an operation fails when one of its transfers fails (no
+ *    rail left: -ENETDOWN; the peer left: -ECONNRESET) or exceeds the
+ *    module's transfer timeout (nz_comm_opts.op_timeout_ms, which a
+ *    framework sets to its own collective timeout).  A peer that is busy
+ *    computing is not an error before that: the rails' health is watched
+ *    by the module, not by the engine.
+ *
+ * Operations (struct nz_op, counts in elements of dtype):
+ *   ALLREDUCE .. BARRIER  as nz_iallreduce() .. nz_ibarrier();
+ *   ALLGATHERV  sendbuf (counts[rank] elements) -> recvbufs[r] on every
+ *               rank, counts[r] elements from rank r;
+ *   ALLTOALLV   sendbufs[r] (sendcounts[r]) -> rank r's recvbufs[rank]
+ *               (its recvcounts[rank]);
+ *   GATHER      sendbuf (count) -> the root's recvbufs[r];
+ *   SCATTER     the root's sendbufs[r] (count) -> rank r's recvbuf;
+ *   SEND, RECV  count elements to / from rank `root` under tag (below
+ *               NZ_TAG_RESERVED); a RECV's done callback gets the message's
+ *               length in bytes.
+ * The arrays (sendbufs, recvbufs, counts) are copied at post; the buffers
+ * belong to the operation until its callback.  The v-variants and
+ * GATHER/SCATTER move one message per pair of ranks, on tags with bit 62
+ * set (NZ_TAG_VCOLL).
+ */
+#define NZ_TAG_VCOLL		(1ULL << 62)
+#define NZ_TAG_RESERVED		NZ_TAG_VCOLL	/* user tags are below this */
+
+enum nz_op_kind {
+	NZ_OP_ALLREDUCE,
+	NZ_OP_BROADCAST,
+	NZ_OP_REDUCE,
+	NZ_OP_ALLGATHER,
+	NZ_OP_REDUCE_SCATTER,
+	NZ_OP_ALLTOALL,
+	NZ_OP_BARRIER,
+	NZ_OP_ALLGATHERV,
+	NZ_OP_ALLTOALLV,
+	NZ_OP_GATHER,
+	NZ_OP_SCATTER,
+	NZ_OP_SEND,
+	NZ_OP_RECV,
+	NZ_OP_KIND_COUNT	/* not an operation */
+};
+
+struct nz_op {
+	enum nz_op_kind kind;
+	const void *sendbuf;
+	void *recvbuf;
+	size_t count;
+	enum nz_dtype dtype;
+	enum nz_redop op;
+	int root;			/* root, or the peer of SEND/RECV */
+	uint64_t tag;			/* SEND/RECV */
+	const void *const *sendbufs;	/* ALLTOALLV, SCATTER: size entries */
+	void *const *recvbufs;		/* ALLGATHERV, ALLTOALLV, GATHER */
+	const size_t *sendcounts;	/* ALLTOALLV */
+	const size_t *recvcounts;	/* ALLGATHERV, ALLTOALLV */
+};
+
+/*
+ * Called once per operation, from the engine's thread: err is 0 or the
+ * negative errno, msg libnezha's explanation ("" on success; valid during
+ * the call only), bytes what a RECV received.  It must not block on the
+ * engine (posting more from it is fine).
+ */
+typedef void (*nz_done_fn)(void *arg, int err, const char *msg, size_t bytes);
+
+struct nz_engine;
+
+/* Take comm over (nothing else may use it any more) and start the thread. */
+int nz_engine_start(struct nz_engine **out, struct nz_comm *comm);
+/* Queue op.  Returns 0 (fn will be called), or -EINVAL (bad op, with
+ * nz_last_error()), -ENOMEM, or the abort's errno after nz_engine_abort(). */
+int nz_engine_post(struct nz_engine *e, const struct nz_op *op,
+		   nz_done_fn fn, void *arg);
+/* Fail everything with err (< 0, e.g. -ECANCELED); see above.  Any thread. */
+int nz_engine_abort(struct nz_engine *e, int err);
+/* Finish what was posted (what still runs 5 s later is aborted with
+ * -ESHUTDOWN), stop the thread, destroy the communicator. */
+void nz_engine_destroy(struct nz_engine *e);
+/* The communicator's rank and size (read-only: safe from any thread). */
+const struct nz_comm *nz_engine_comm(const struct nz_engine *e);
 
 #ifdef __cplusplus
 }

@@ -55,7 +55,9 @@ enum nz_dtype {
  *            ordered below +0.
  *   NZ_AVG   the sum divided by the number of ranks, once, at the end:
  *            integers use C truncating division of the wrapped sum, floats
- *            give the rounded quotient (see the collective's documentation).
+ *            give the rounded quotient (see the collective's documentation);
+ *            the collectives sum binary16/bfloat16 in binary32, so that the
+ *            sum never overflows before the division.
  */
 enum nz_redop {
 	NZ_SUM,

@@ -1061,6 +1061,97 @@ static void test_linger(void)
 }
 
 /*
+ * AVG of 16-bit floats must not overflow: 4 ranks x 20000 sum to 80000,
+ * above float16's 65504, yet the average is 20000.  Every collective that
+ * reduces, with each algorithm its size selects, float16 and bfloat16.
+ */
+struct avg16_run {
+	struct tw_world *w;
+	struct tw_ctx ctx;
+	int rank, n, bad;
+	enum nz_dtype dt;
+	char why[160];
+};
+
+static void *avg16_main(void *arg)
+{
+	struct avg16_run *ar = arg;
+	enum { N = 3000 };
+	static const float vals[] = { 20000.0f, -20000.0f, 0.5f, 60000.0f };
+	uint16_t snd[4 * N], rcv[4 * N];
+	struct nz_comm *c = NULL;
+	bool bf = ar->dt == NZ_BFLOAT16;
+
+	ar->ctx.w = ar->w;
+	ar->ctx.rank = ar->rank;
+	if (nzi_coll_comm_new(&c, ar->rank, ar->n, &tw_xport, &ar->ctx)) {
+		ar->bad = 1;
+		return NULL;
+	}
+	for (size_t i = 0; i < 4 * N; i++) {
+		float v = vals[i % 4];
+
+		snd[i] = bf ? nz_f32_to_bf16(v) : nz_f32_to_f16(v);
+	}
+	for (int k = 0; k < 3 && !ar->bad; k++) {
+		size_t counts[3] = { 4 * N, 4 * N, N };
+		int ret;
+
+		memset(rcv, 0xff, sizeof(rcv));
+		ret = k == 0 ? nz_allreduce(c, snd, rcv, counts[k], ar->dt, NZ_AVG) :
+		      k == 1 ? nz_reduce(c, snd, rcv, counts[k], ar->dt, NZ_AVG, 1) :
+			       nz_reduce_scatter(c, snd, rcv, counts[k], ar->dt, NZ_AVG);
+		if (ret) {
+			snprintf(ar->why, sizeof(ar->why), "call %d: %s", k, nz_last_error());
+			ar->bad = 1;
+			break;
+		}
+		if (k == 1 && ar->rank != 1)
+			continue;
+		for (size_t i = 0; i < counts[k]; i++) {
+			float got = bf ? nz_bf16_to_f32(rcv[i]) : nz_f16_to_f32(rcv[i]);
+			size_t j = k == 2 ? (size_t)ar->rank * N + i : i;
+
+			if (got != (bf ? nz_bf16_to_f32(snd[j]) : nz_f16_to_f32(snd[j]))) {
+				snprintf(ar->why, sizeof(ar->why), "call %d: element %zu is %g, not %g",
+					 k, i, (double)got, (double)vals[j % 4]);
+				ar->bad = 1;
+				break;
+			}
+		}
+	}
+	nz_comm_destroy(c);
+	return NULL;
+}
+
+static void test_avg16(void)
+{
+	for (int t = 0; t < 2; t++) {
+		struct avg16_run ar[4];
+		pthread_t th[4];
+		struct tw_world w;
+		int bad = 0;
+		const char *why = "";
+
+		tw_init(&w, 4, 10000);
+		for (int r = 0; r < 4; r++) {
+			ar[r] = (struct avg16_run){ .w = &w, .rank = r, .n = 4,
+						    .dt = t ? NZ_BFLOAT16 : NZ_FLOAT16 };
+			pthread_create(&th[r], NULL, avg16_main, &ar[r]);
+		}
+		for (int r = 0; r < 4; r++) {
+			pthread_join(th[r], NULL);
+			if (ar[r].bad && !bad)
+				why = ar[r].why;
+			bad += ar[r].bad;
+		}
+		tap_ok(!bad, "%s AVG on 4 ranks of 20000, -20000, 0.5, 60000: allreduce, reduce and reduce_scatter give the inputs back, no inf %s",
+		       t ? "bfloat16" : "float16", why);
+		tw_destroy(&w);
+	}
+}
+
+/*
  * How the ring cuts its blocks: into at least 4 segments while they stay
  * 64 KiB or more, else of the configured size (1 MiB).  Counted as the
  * messages both ranks of a 2-rank allreduce send: one header each, then a
@@ -1501,8 +1592,10 @@ int main(void)
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(algos) && want("matrix"); i++)
 		matrix(algos[i].c, algos[i].a, quick);
-	if (want("types"))
+	if (want("types")) {
 		test_all_types();
+		test_avg16();
+	}
 	if (want("nonblocking")) {
 		test_nonblocking();
 		test_linger();

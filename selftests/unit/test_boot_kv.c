@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Host unit tests of the rendezvous through a framework's key-value store
+ * (boot_kv.c).  The ranks of a job are threads of this process, the store
+ * is an in-memory table behind a mutex (as torch's TCPStore is a table
+ * behind a socket), the rails are fake lists: no module, no socket.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include "internal.h"
+#include "tap.h"
+
+#define MAXP	8
+#define MAXKEYS	64
+
+struct kv_store {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned int n, sets;
+	char key[MAXKEYS][NZ_KV_KEY_MAX + 1];
+	uint8_t *val[MAXKEYS];
+	size_t len[MAXKEYS];
+};
+
+static int kv_find(struct kv_store *s, const char *key)
+{
+	for (unsigned int i = 0; i < s->n; i++)
+		if (!strcmp(s->key[i], key))
+			return (int)i;
+	return -1;
+}
+
+static int kv_set(void *ctx, const char *key, const void *val, size_t len)
+{
+	struct kv_store *s = ctx;
+	int i;
+
+	if (strlen(key) > NZ_KV_KEY_MAX)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	i = kv_find(s, key);
+	if (i < 0 && s->n < MAXKEYS) {
+		i = (int)s->n++;
+		strcpy(s->key[i], key);
+	}
+	if (i >= 0) {
+		free(s->val[i]);
+		s->val[i] = malloc(len ? len : 1);
+		memcpy(s->val[i], val, len);
+		s->len[i] = len;
+		s->sets++;
+	}
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return i >= 0 ? 0 : -ENOSPC;
+}
+
+static int kv_wait(void *ctx, const char *key, int timeout_ms)
+{
+	struct kv_store *s = ctx;
+	struct timespec ts;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&s->lock);
+	while (kv_find(s, key) < 0 && !ret)
+		ret = pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+	if (kv_find(s, key) >= 0)
+		ret = 0;
+	pthread_mutex_unlock(&s->lock);
+	return ret ? -ETIMEDOUT : 0;
+}
+
+static int kv_get(void *ctx, const char *key, void *buf, size_t cap, size_t *len)
+{
+	struct kv_store *s = ctx;
+	int i, ret = 0;
+
+	pthread_mutex_lock(&s->lock);
+	i = kv_find(s, key);
+	if (i < 0) {
+		ret = -ENOENT;
+	} else {
+		*len = s->len[i];
+		if (s->len[i] > cap)
+			ret = -ENOSPC;
+		else
+			memcpy(buf, s->val[i], s->len[i]);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+static void kv_reset(struct kv_store *s)
+{
+	for (unsigned int i = 0; i < s->n; i++) {
+		free(s->val[i]);
+		s->val[i] = NULL;
+	}
+	s->n = s->sets = 0;
+}
+
+struct rank_arg {
+	struct nz_kv kv;
+	struct nzi_boot_cfg cfg;
+	struct nzi_rail rails[NZ_MAX_RAILS];
+	struct nzi_boot_job job;
+	int ret;
+	char err[512];
+};
+
+static struct kv_store store = {
+	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+};
+
+static void *rank_main(void *p)
+{
+	struct rank_arg *a = p;
+
+	a->ret = nzi_bootstrap_kv(&a->cfg, &a->kv, &a->job);
+	snprintf(a->err, sizeof(a->err), "%s", nz_last_error());
+	return NULL;
+}
+
+/* Rank r's rails: "rail0" and "rail1" (10.<k>.0.<r+1>), maybe "ib0" too. */
+static void setup(struct rank_arg *a, int rank, int size, int wsize,
+		  unsigned int nrails, unsigned int unit, int tmo)
+{
+	memset(a, 0, sizeof(*a));
+	a->kv = (struct nz_kv){ .ctx = &store, .set = kv_set, .wait = kv_wait,
+				.get = kv_get, .prefix = "pg0" };
+	for (unsigned int k = 0; k < nrails; k++) {
+		snprintf(a->rails[k].name, NZ_RAIL_NAME_LEN, k < 2 ? "rail%u" : "ib%u", k);
+		a->rails[k].addr = htonl(0x0a000001u | k << 16 | (uint32_t)rank);
+		a->rails[k].port = htons((uint16_t)(7470 + k));
+		a->rails[k].speed_mbps = 40;
+	}
+	a->cfg = (struct nzi_boot_cfg){ .rank = rank, .size = wsize ? wsize : size,
+					.timeout_ms = tmo, .rails = a->rails,
+					.nrails = nrails, .unit = unit };
+}
+
+static void run(struct rank_arg *a, int n, const int *present)
+{
+	pthread_t t[MAXP];
+
+	for (int r = 0; r < n; r++)
+		if (!present || present[r])
+			pthread_create(&t[r], NULL, rank_main, &a[r]);
+	for (int r = 0; r < n; r++)
+		if (!present || present[r])
+			pthread_join(t[r], NULL);
+}
+
+static void test_formation(int size)
+{
+	struct rank_arg a[MAXP];
+	bool same = true, addrs = true;
+
+	kv_reset(&store);
+	for (int r = 0; r < size; r++)
+		setup(&a[r], r, size, 0, r == 1 ? 3 : 2, 0, 5000);
+	run(a, size, NULL);
+	for (int r = 0; r < size; r++) {
+		if (a[r].ret) {
+			same = false;
+			tap_diag("rank %d: %d %s", r, a[r].ret, a[r].err);
+			continue;
+		}
+		same &= a[r].job.job_id == a[0].job.job_id && a[r].job.job_id &&
+			!memcmp(a[r].job.secret, a[0].job.secret, NZ_SECRET_LEN) &&
+			a[r].job.nrails == 2 && a[r].job.unit == a[0].job.unit;
+		for (int p = 0; p < size && same; p++)
+			for (int k = 0; k < 2; k++)
+				addrs &= a[r].job.addrs[p * 2 + k].addr ==
+					 htonl(0x0a000001u | (uint32_t)k << 16 | (uint32_t)p);
+	}
+	tap_ok(same, "kv: %d ranks agree on job id, secret, 2 common rails (rank 1's ib2 left out) and unit", size);
+	tap_ok(same && addrs, "kv: %d ranks: address table has every rank's rail addresses", size);
+	tap_ok(same && !strcmp(a[0].job.rails[0], "rail0") && !strcmp(a[0].job.rails[1], "rail1"),
+	       "kv: slots in rank 0's order");
+	tap_ok(store.sets == (unsigned int)size, "kv: %d ranks write %d keys (one HELLO each but rank 0's, one job)",
+	       size, size);
+	for (int r = 0; r < size; r++)
+		nzi_boot_job_free(&a[r].job);
+}
+
+static void test_missing_rank(void)
+{
+	struct rank_arg a[3];
+	int present[3] = { 1, 1, 0 };
+	int64_t t0 = nzi_now_ms();
+
+	kv_reset(&store);
+	for (int r = 0; r < 3; r++)
+		setup(&a[r], r, 3, 0, 2, 0, 400);
+	run(a, 3, present);
+	tap_ok(a[0].ret == -ETIMEDOUT && strstr(a[0].err, "rank 2 of 3"),
+	       "kv: rank 0 times out naming the missing rank (%d: %s)", a[0].ret, a[0].err);
+	tap_ok(a[1].ret == -ETIMEDOUT, "kv: rank 1 fails too (%d: %s)", a[1].ret, a[1].err);
+	tap_ok(nzi_now_ms() - t0 < 2000, "kv: within the timeout (%lld ms)",
+	       (long long)(nzi_now_ms() - t0));
+}
+
+static void test_mismatch(void)
+{
+	struct rank_arg a[2];
+
+	kv_reset(&store);
+	setup(&a[0], 0, 2, 0, 2, 0, 3000);
+	setup(&a[1], 1, 2, 3, 2, 0, 3000);
+	run(a, 2, NULL);
+	tap_ok(a[0].ret == -EINVAL && strstr(a[0].err, "size mismatch"),
+	       "kv: rank 0 refuses a HELLO of another job size (%s)", a[0].err);
+	tap_ok(a[1].ret == -EINVAL && strstr(a[1].err, "rank 0 stopped rank 1"),
+	       "kv: the other rank gets rank 0's reason through the store (%s)", a[1].err);
+
+	kv_reset(&store);
+	setup(&a[0], 0, 2, 0, 2, 16384, 3000);
+	setup(&a[1], 1, 2, 0, 2, 32768, 3000);
+	run(a, 2, NULL);
+	tap_ok(a[0].ret == -EINVAL && a[1].ret == -EINVAL && strstr(a[1].err, "chunk units"),
+	       "kv: different chunk units fail every rank (%s)", a[1].err);
+
+	kv_reset(&store);
+	setup(&a[0], 0, 2, 0, 2, 0, 3000);
+	setup(&a[1], 1, 2, 0, 0, 0, 3000);
+	run(a, 2, NULL);
+	tap_ok(a[0].ret == -ENODEV && a[1].ret == -ENODEV,
+	       "kv: no common rail: -ENODEV on both ranks (%d, %d)", a[0].ret, a[1].ret);
+}
+
+static void test_args(void)
+{
+	struct rank_arg a;
+
+	setup(&a, 0, 2, 0, 2, 0, 1000);
+	a.kv.wait = NULL;
+	tap_ok(nzi_bootstrap_kv(&a.cfg, &a.kv, &a.job) == -EINVAL,
+	       "kv: a store without wait is refused");
+	setup(&a, 0, 2, 0, 2, 0, 1000);
+	a.kv.prefix = "a-prefix-that-is-much-too-long-to-fit-into-one-key-of-the-store-because-keys-are-bounded-by-NZ_KV_KEY_MAX-bytes-xxxxxxxxxxxxxx";
+	tap_ok(nzi_bootstrap_kv(&a.cfg, &a.kv, &a.job) == -EINVAL,
+	       "kv: an over-long prefix is refused (%s)", nz_last_error());
+}
+
+int main(void)
+{
+	tap_plan(4 * 3 + 3 + 4 + 2);
+	test_formation(2);
+	test_formation(4);
+	test_formation(8);
+	test_missing_rank();
+	test_mismatch();
+	test_args();
+	kv_reset(&store);
+	return tap_failed ? 1 : 0;
+}
