@@ -292,6 +292,20 @@ static bool nz_msg_writer_done(struct nz_msg *m)
 	return true;
 }
 
+/*
+ * Under peer->lock, once ch's transport is closed: a write it had begun
+ * never reports done, so it stops counting as a writer here.  A message
+ * that was only waiting for it goes on done, to complete after unlocking.
+ */
+static void nz_chunk_write_lost(struct nz_chunk *ch, struct list_head *done)
+{
+	if (!ch->busy)
+		return;
+	ch->busy = false;
+	if (nz_msg_writer_done(ch->msg))
+		list_add_tail(&ch->msg->node, done);
+}
+
 /* Post the result and drop the list reference; never under a spinlock. */
 static void nz_msg_complete(struct nz_msg *m)
 {
@@ -1060,10 +1074,7 @@ u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all)
 		if (ch->busy && !all)
 			continue;
 		conn->inflight_bytes -= ch->len;
-		/* The transport is gone: its write will never report done. */
-		if (ch->busy && nz_msg_writer_done(ch->msg))
-			list_add_tail(&ch->msg->node, &done);
-		ch->busy = false;
+		nz_chunk_write_lost(ch, &done);
 		ch->sent = false;
 		/* A message that failed is never read again: drop its chunks. */
 		if (ch->msg->done) {
@@ -1200,13 +1211,8 @@ void nz_conn_drop_chunks(struct nz_conn *conn)
 	LIST_HEAD(done);
 
 	spin_lock_bh(&conn->peer->lock);
-	/* The transport is closed: a write it had begun never reports done. */
 	list_for_each_entry(ch, &conn->chunks, node)
-		if (ch->busy) {
-			ch->busy = false;
-			if (nz_msg_writer_done(ch->msg))
-				list_add_tail(&ch->msg->node, &done);
-		}
+		nz_chunk_write_lost(ch, &done);
 	list_splice_init(&conn->chunks, &chunks);
 	conn->inflight_bytes = 0;
 	spin_unlock_bh(&conn->peer->lock);
