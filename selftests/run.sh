@@ -140,7 +140,10 @@ fi
 if [ -n "${NZ_WITH_DEBUG:-}" ] && [ $quick = 0 ]; then
 	echo "# debug-kernel lane: $NZ_WITH_DEBUG"
 	start=$(date +%s)
-	relay "debug/" < <(NZ_WITH_DEBUG='' NZ_SUITES="$NZ_WITH_DEBUG" scripts/check-debug.sh 2>&1)
+	# NZ_SUITES first: bash expands a command's assignments left to
+	# right, so "NZ_WITH_DEBUG='' NZ_SUITES=$NZ_WITH_DEBUG" would give
+	# an empty list, which means every suite.
+	relay "debug/" < <(NZ_SUITES="$NZ_WITH_DEBUG" NZ_WITH_DEBUG='' scripts/check-debug.sh 2>&1)
 	echo "# debug-kernel lane took $(( $(date +%s) - start )) s"
 fi
 
