@@ -74,7 +74,7 @@ TORCH_LIBS = -L/usr/lib/python3/dist-packages/torch/lib -ltorch -ltorch_cpu -lc1
 
 .PHONY: all module lib tools tests check torch check-quick check-debug demo setup \
 	install lint checkpatch sparse clean bench-nop bench-p2p bench-coll \
-	bench-failover bench-rdma bench-sched bench-train fuzz
+	bench-failover bench-rdma bench-sched bench-train bench-cpu fuzz
 
 all: module lib tools tests $(if $(TORCH_OK),torch)
 
@@ -185,6 +185,11 @@ bench-p2p: all
 # rails; installs python3-torch first (scripts/setup-bench.sh).
 bench-coll: all
 	scripts/bench-coll.sh
+
+# CPU seconds per GiB of Nezha vs iperf3 on 1 and 2 unshaped rails, with a
+# profile (perf) of the Nezha runs; NZ_BENCH_VCPUS=2 for 2-vCPU guests.
+bench-cpu: all
+	scripts/bench-cpu.sh
 
 # Nezha over a TCP rail and an RDMA rail (Soft-RoCE) vs each alone, 2 guests.
 bench-rdma: all

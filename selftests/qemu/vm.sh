@@ -4,7 +4,7 @@
 #
 # usage: selftests/qemu/vm.sh [-n GUESTS] [-r RAILS] [-t TIMEOUT_S] [-m MEM_MB]
 #            [-o OUTDIR] [-H HOST_SCRIPT] [-a "extra kernel cmdline"] [-B]
-#            [-s SPEED[,SPEED...]] GUEST_SCRIPT [ARGS...]
+#            [-s SPEED[,SPEED...]] [-c VCPUS] GUEST_SCRIPT [ARGS...]
 #
 # -B (benchmarks): boot without the kernel's debugging allocator
 # (slub_debug), which the tests keep to catch memory errors but which
@@ -16,6 +16,9 @@
 # that speed tells the guest its speed as a real one does, and libnezha
 # sizes its chunks from it.  Without -s the NICs report no speed.
 #
+# -c: virtual CPUs per guest (default 1).  Under TCG each is a host thread:
+# more vCPUs than host cores only share them.
+#
 # Output: TAP lines ("ok - g0: ..." / "not ok - g0: ..."), "# " comments.
 # Exit status: 0 when no line was "not ok" (but for "# TODO"), 1 otherwise,
 # 2 on usage or set-up errors.
@@ -25,7 +28,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 TOP=$(cd "$HERE/../.." && pwd)
 
 usage() {
-	sed -n 's/^# \{0,1\}//; 4,17p' "${BASH_SOURCE[0]}" >&2
+	sed -n 's/^# \{0,1\}//; 4,20p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 die() {
@@ -36,9 +39,9 @@ comment() { sed 's/^/# /'; }
 # Console text as plain lines: no CRs, terminal escapes or blank lines.
 console_text() { sed 's/\r//g; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1b[a-z]//g; /^[[:space:]]*$/d' "$@"; }
 
-nodes=2 rails=2 timeout=300 mem=768 outdir='' host_script='' extra_cmdline='' speeds=''
+nodes=2 rails=2 timeout=300 mem=768 outdir='' host_script='' extra_cmdline='' speeds='' vcpus=1
 slub_debug=FZPU
-while getopts n:r:t:m:o:H:a:Bs:h opt; do
+while getopts n:r:t:m:o:H:a:Bs:c:h opt; do
 	case $opt in
 	n) nodes=$OPTARG ;;
 	r) rails=$OPTARG ;;
@@ -49,6 +52,7 @@ while getopts n:r:t:m:o:H:a:Bs:h opt; do
 	a) extra_cmdline=$OPTARG ;;
 	B) slub_debug='' ;;
 	s) speeds=$OPTARG ;;
+	c) vcpus=$OPTARG ;;
 	*) usage ;;
 	esac
 done
@@ -64,6 +68,7 @@ in_range "$nodes" 1 200 || die "-n: 1..200 guests"
 in_range "$rails" 1 16 || die "-r: 1..16 rails"
 in_range "$timeout" 1 999999 || die "-t: a number of seconds"
 in_range "$mem" 128 65536 || die "-m: MiB, 128..65536"
+in_range "$vcpus" 1 64 || die "-c: 1..64 virtual CPUs"
 IFS=, read -r -a speed <<<"$speeds"
 for ((r = 0; r < ${#speed[@]}; r++)); do
 	s=${speed[r],,}
@@ -358,7 +363,7 @@ for ((g = 0; g < nodes; g++)); do
 	# real hardware's, for every system measured alike.
 	# shellcheck disable=SC2054  # commas belong to QEMU options
 	qemu=(qemu-system-x86_64 -nodefaults -no-user-config -nographic -no-reboot
-		-name "nz$g" -accel tcg -cpu "${NZ_QEMU_CPU:-max,erms=off,fsrm=off}" -smp 1 -m "$mem"
+		-name "nz$g" -accel tcg -cpu "${NZ_QEMU_CPU:-max,erms=off,fsrm=off}" -smp "$vcpus" -m "$mem"
 		-kernel "$boot_kernel" -initrd "$initramfs"
 		-append "$cmdline nz.node=$g${extra_cmdline:+ $extra_cmdline}"
 		-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap

@@ -1,0 +1,29 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make bench-cpu: the CPU cost per byte of Nezha's data path against plain
+# TCP (iperf3), on 1 and 2 rails that are not shaped, in one boot of 2 QEMU
+# guests, with a profile of the Nezha runs (selftests/guest/bench_cpu.sh;
+# method in Documentation/benchmarks.rst, "CPU cost per byte").
+#
+# usage: scripts/bench-cpu.sh
+# environment: NZ_BENCH_VCPUS (1: vCPUs per guest), NZ_BENCH_SECS (15 s a
+# run), NZ_BENCH_SIZE (64M), NZ_BENCH_PROFILE (1), NZ_BENCH_TIMEOUT (1200 s),
+# NZ_OUT (build/bench-cpu).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+out=${NZ_OUT:-build/bench-cpu}
+mkdir -p "$out"
+prof=()
+[ "${NZ_BENCH_PROFILE:-1}" = 1 ] || prof=(--no-profile)
+
+# -B: no slub_debug (it would be measured); no -s: the NICs say nothing
+# of a speed, so the job cuts the chunks it would on a fast real NIC.
+selftests/qemu/vm.sh -B -n 2 -r 2 -c "${NZ_BENCH_VCPUS:-1}" -t "${NZ_BENCH_TIMEOUT:-1200}" \
+	-o "$out" selftests/guest/bench_cpu.sh --secs "${NZ_BENCH_SECS:-15}" \
+	--size "${NZ_BENCH_SIZE:-64M}" "${prof[@]}"
+rc=$?
+echo "# details: $out/guest0.result (sender), $out/guest1.result (receiver)," \
+	"$out/guest*.out/*.perf.txt (profiles)"
+exit $rc
