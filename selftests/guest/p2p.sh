@@ -31,6 +31,17 @@ MASTER_PORT=29600 run_tap leave "$NZ_BIN/guest/nz_p2p" leave 100 1
 # explicit way to join without one.
 check "the run's job key: a file only its owner reads (nezhactl key check)" \
 	"$CTL" key check "${NEZHA_JOB_KEY_FILE:-unset}"
+# Both guests start these jobs together, whatever the tests before took.
+meet() {	# meet NAME: wait (2 min at most) until every guest got here
+	local i
+	: >"$NZ_RUN/meet.$1.$NZ_NODE"
+	for ((i = 0; i < 1200; i++)); do
+		[ "$(find "$NZ_RUN" -maxdepth 1 -name "meet.$1.*" | wc -l)" -ge "$NZ_NODES" ] &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
 keyjob() {	# keyjob NAME PORT TIMEOUT_MS [env ARGS...]: a 1-second job of this guest's rank
 	local name=$1 port=$2 tmo=$3
 	shift 3
@@ -41,6 +52,7 @@ keyjob nokey 29810 4000 -u NEZHA_JOB_KEY_FILE
 rc=$?
 check "no key: the job stops at once, naming NEZHA_JOB_KEY" \
 	sh -c "[ $rc != 0 ] && grep -q 'job key: none.*NEZHA_JOB_KEY' $NZ_OUT/nokey.log"
+meet otherkey || echo "# the other guest did not come within 2 minutes"
 if [ "$NZ_NODE" = 1 ]; then
 	rm -f "$NZ_OUT/other.key"
 	"$CTL" key generate "$NZ_OUT/other.key" >/dev/null
@@ -55,6 +67,7 @@ else
 		sh -c "[ $rc != 0 ] && grep -q 'under another key' $NZ_OUT/otherkey.log"
 fi
 sed 's/^/# /' "$NZ_OUT/otherkey.log"
+meet insecure || echo "# the other guest did not come within 2 minutes"
 keyjob insecure 29812 60000 -u NEZHA_JOB_KEY_FILE NEZHA_INSECURE=1
 rc=$?
 check "NEZHA_INSECURE=1: a job without a key forms, with a warning" \
