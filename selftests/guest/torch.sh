@@ -137,7 +137,9 @@ trun() {
 		--redirects 2 --tee 1 \
 		"$T/torch_train.py" --backend nezha >"$NZ_OUT/torchrun.log" 2>&1
 	rc=$?
-	sed -n 's/^\[default0\]://p' "$NZ_OUT/torchrun.log" | grep '^step ' >"$NZ_OUT/torchrun.loss"
+	# torchrun's tee prefixes what it has read so far: a line read in two
+	# parts comes out as "step 4 loss 2.27[default0]:35". Drop every prefix.
+	sed 's/\[default0\]://g' "$NZ_OUT/torchrun.log" | grep '^step ' >"$NZ_OUT/torchrun.loss"
 	[ $rc = 0 ] || tail -5 "$NZ_OUT/torchrun.log" | sed 's/^/# /'
 	return $rc
 }
