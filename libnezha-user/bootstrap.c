@@ -1,26 +1,32 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Bootstrap: the rendezvous of the ranks of a job, torchrun style.
+ * Bootstrap: the rendezvous of the ranks of a job, torchrun style, over
+ * TCP.  The messages and their MACs are in boot_msg.c (layout in
+ * internal.h); this file owns the sockets.
  *
- * Rank 0 listens on MASTER_ADDR:MASTER_PORT; every other rank connects
- * (retrying until the timeout) and sends a HELLO with its rank, the job
- * size and its rails.  Rank 0 checks each HELLO, drops (and counts) what is
- * not a rank of this job, and once every rank is there draws a job id and
- * a secret, computes the rail slots (the names every rank has, in rank 0's
- * order) and the address table, and sends them in a WELCOME to every rank.
- * If a rank is still missing at the timeout, rank 0 sends an ABORT to those
- * that came, so that nobody waits longer than needed.
+ * Rank 0 listens on MASTER_ADDR:MASTER_PORT, and there only: when that is
+ * not one of its addresses it fails (-EADDRNOTAVAIL) rather than listen on
+ * every address.  It sends each connection a CHALLENGE (a fresh nonce);
+ * every other rank connects (retrying until the timeout) and answers with a
+ * HELLO: its rank, the job size, its rails and its own nonce, under a MAC
+ * of the job key over rank 0's nonce.  Rank 0 binds a rank to a
+ * connection only once that MAC checks: a HELLO without the key, with
+ * another key, or recorded from another rendezvous is dropped and
+ * counted, and the rank it named stays free for the real one.  Once every
+ * rank is there, rank 0 draws a job id and a job nonce, computes the rail
+ * slots (the names every rank has, in rank 0's order) and the address
+ * table, and sends them in a WELCOME with a MAC for that rank's nonce.
+ * Every rank derives the job's secret from the key and the job nonce: the
+ * secret never crosses the network.  If a rank is still missing at the
+ * timeout, rank 0 sends an ABORT to those that came, so that nobody waits
+ * longer than needed.
  *
- * Messages: a 12-byte header (magic "NZBS", version, type, payload length)
- * and a payload; every integer is big endian.
- *   HELLO    rank u32, size u32, nrails u32, rsvd u32,
- *            nrails x { name[16], addr be32, port be16, rsvd u16 }
- *   WELCOME  job_id u64, secret[32], size u32, nrails u32,
- *            names[nrails][16], addrs[size * nrails] { addr be32, port be16,
- *            rsvd u16 }
- *   ABORT    errno u32 (positive), reason (text, not NUL terminated)
- *
- * The network this runs on must be trusted: the secret travels in clear.
+ * Connections that have not authenticated cost rank 0 a slot among
+ * NZI_MAX_PENDING (at most NZI_MAX_PENDING_PER_SOURCE from one host) for at
+ * most NZI_HELLO_TIMEOUT_MS: a full table drops its oldest entry, never
+ * the newcomer, and a rank whose connection was dropped before it was
+ * answered connects again.  So a flood of strangers delays a rank, it does
+ * not lock it out.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,22 +41,22 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include "internal.h"
+#include "sha256.h"
 
 /* How long a fresh connection may take to deliver its HELLO. */
 #define NZI_HELLO_TIMEOUT_MS	5000
-/* Unidentified connections rank 0 keeps at once; more are refused. */
+/* Unauthenticated connections rank 0 keeps at once (the oldest goes). */
 #define NZI_MAX_PENDING		64
+/* ... of which from one host. */
+#define NZI_MAX_PENDING_PER_SOURCE 16
 /*
  * A connected rank waits this long past its own deadline for rank 0's
  * verdict: rank 0 decides, so every rank reports the same outcome.
  */
 #define NZI_VERDICT_GRACE_MS	500
 #define NZI_REASON_MAX		240
-#define NZI_WELCOME_FIXED	(8 + NZ_SECRET_LEN + 12)
-#define NZI_ADDR_LEN		8
 
 int64_t nzi_now_ms(void)
 {
@@ -65,141 +71,6 @@ static int nzi_left(int64_t deadline)
 	int64_t left = deadline - nzi_now_ms();
 
 	return left < 0 ? 0 : (int)left;
-}
-
-/* ---- Byte order helpers ---- */
-
-static void put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	put_be16(p, (uint16_t)(v >> 16));
-	put_be16(p + 2, (uint16_t)v);
-}
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	put_be32(p, (uint32_t)(v >> 32));
-	put_be32(p + 4, (uint32_t)v);
-}
-
-static uint16_t get_be16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-	return (uint32_t)get_be16(p) << 16 | get_be16(p + 2);
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
-}
-
-static void put_hdr(uint8_t *p, uint16_t type, uint32_t len)
-{
-	put_be32(p, NZI_BOOT_MAGIC);
-	put_be16(p + 4, NZI_BOOT_VERSION);
-	put_be16(p + 6, type);
-	put_be32(p + 8, len);
-}
-
-/* Addresses and ports are already in network order: copied byte for byte. */
-static void put_addr(uint8_t *p, uint32_t addr_be, uint16_t port_be)
-{
-	memcpy(p, &addr_be, 4);
-	memcpy(p + 4, &port_be, 2);
-	p[6] = p[7] = 0;
-}
-
-static void get_addr(const uint8_t *p, uint32_t *addr_be, uint16_t *port_be)
-{
-	memcpy(addr_be, p, 4);
-	memcpy(port_be, p + 4, 2);
-}
-
-/* A rail name into a NUL-padded NZ_RAIL_NAME_LEN field. */
-static void nzi_copy_name(char *dst, const char *src)
-{
-	size_t len = strnlen(src, NZ_RAIL_NAME_LEN - 1);
-
-	memset(dst, 0, NZ_RAIL_NAME_LEN);
-	memcpy(dst, src, len);
-}
-
-size_t nzi_boot_encode_hello(uint8_t *buf, int rank, int size,
-			     const struct nzi_rail *rails, unsigned int nrails,
-			     unsigned int unit)
-{
-	uint8_t *p = buf + NZI_BOOT_HDR_LEN;
-
-	if (nrails > NZ_MAX_RAILS)
-		nrails = NZ_MAX_RAILS;
-	put_be32(p, (uint32_t)rank);
-	put_be32(p + 4, (uint32_t)size);
-	put_be32(p + 8, nrails);
-	put_be32(p + 12, unit);
-	p += 16;
-	for (unsigned int i = 0; i < nrails; i++, p += NZI_BOOT_RAIL_LEN) {
-		nzi_copy_name((char *)p, rails[i].name);
-		put_addr(p + NZ_RAIL_NAME_LEN, rails[i].addr, rails[i].port);
-		put_be32(p + NZ_RAIL_NAME_LEN + 8, rails[i].speed_mbps);
-	}
-	put_hdr(buf, NZI_BOOT_HELLO, (uint32_t)(p - buf - NZI_BOOT_HDR_LEN));
-	return (size_t)(p - buf);
-}
-
-static int nzi_find_rail(const struct nzi_rail *rails, unsigned int n,
-			 const char *name);
-static int nzi_parse_welcome(const struct nzi_boot_cfg *cfg, const uint8_t *p,
-			     size_t len, struct nzi_boot_job *job);
-
-/* A rail name from the wire: NUL terminated within its field, non-empty. */
-static bool nzi_name_ok(const uint8_t *p)
-{
-	return p[0] && memchr(p, 0, NZ_RAIL_NAME_LEN);
-}
-
-int nzi_boot_parse_hello(const uint8_t *buf, size_t len, int size,
-			 struct nzi_boot_hello *h)
-{
-	const uint8_t *b = buf + NZI_BOOT_HDR_LEN;
-	uint32_t nrails;
-
-	if (len < NZI_BOOT_HDR_LEN + 16 || get_be32(buf) != NZI_BOOT_MAGIC ||
-	    get_be16(buf + 4) != NZI_BOOT_VERSION ||
-	    get_be16(buf + 6) != NZI_BOOT_HELLO ||
-	    get_be32(buf + 8) != len - NZI_BOOT_HDR_LEN)
-		return nzi_error(-EPROTO, "rendezvous: malformed HELLO");
-	h->rank = (int)get_be32(b);
-	nrails = get_be32(b + 8);
-	h->unit = get_be32(b + 12);
-	if (get_be32(b + 4) != (uint32_t)size)
-		return nzi_error(-EINVAL, "rendezvous: job size mismatch: rank 0 has WORLD_SIZE=%d, rank %d has %u",
-				 size, h->rank, get_be32(b + 4));
-	if (nrails > NZ_MAX_RAILS || len != NZI_BOOT_HDR_LEN + 16 + nrails * NZI_BOOT_RAIL_LEN)
-		return nzi_error(-EPROTO, "rendezvous: malformed rail list (%u rails)", nrails);
-	if (h->unit && !nzi_unit_ok(h->unit))
-		return nzi_error(-EINVAL, "rendezvous: chunk unit %u is not a power of two in %d..%d",
-				 h->unit, NZ_MIN_UNIT, NZ_MAX_UNIT);
-	b += 16;
-	for (uint32_t k = 0; k < nrails; k++, b += NZI_BOOT_RAIL_LEN) {
-		struct nzi_rail *r = &h->rails[k];
-
-		if (!nzi_name_ok(b) || nzi_find_rail(h->rails, k, (const char *)b) >= 0)
-			return nzi_error(-EPROTO, "rendezvous: malformed or duplicate rail name in rail list");
-		memcpy(r->name, b, NZ_RAIL_NAME_LEN);
-		get_addr(b + NZ_RAIL_NAME_LEN, &r->addr, &r->port);
-		r->speed_mbps = get_be32(b + NZ_RAIL_NAME_LEN + 8);
-	}
-	h->nrails = nrails;
-	return 0;
 }
 
 /* ---- Environment ---- */
@@ -280,112 +151,6 @@ int nzi_env_parse(struct nzi_env *env)
 	return 0;
 }
 
-/* ---- Slots and the address table ---- */
-
-static int nzi_find_rail(const struct nzi_rail *rails, unsigned int n,
-			 const char *name)
-{
-	for (unsigned int i = 0; i < n; i++)
-		if (!strncmp(rails[i].name, name, NZ_RAIL_NAME_LEN))
-			return (int)i;
-	return -1;
-}
-
-int nzi_boot_slots(struct nzi_boot_job *job, unsigned int size,
-		   const struct nzi_rail *const *rails,
-		   const unsigned int *nrails)
-{
-	int idx[NZ_MAX_RAILS];	/* slot -> index in rank 0's list */
-	unsigned int n = 0;
-
-	for (unsigned int i = 0; i < nrails[0] && n < NZ_MAX_RAILS; i++) {
-		unsigned int r;
-
-		if (nzi_find_rail(rails[0], i, rails[0][i].name) >= 0)
-			continue;	/* a name listed twice counts once */
-		for (r = 1; r < size; r++)
-			if (nzi_find_rail(rails[r], nrails[r], rails[0][i].name) < 0)
-				break;
-		if (r == size)
-			idx[n++] = (int)i;
-	}
-	job->size = size;
-	job->nrails = n;
-	job->addrs = NULL;
-	job->min_speed_mbps = 0;
-	if (!n)
-		return 0;
-	job->addrs = calloc((size_t)size * n, sizeof(*job->addrs));
-	if (!job->addrs)
-		return -ENOMEM;
-	for (unsigned int s = 0; s < n; s++) {
-		const char *name = rails[0][idx[s]].name;
-
-		nzi_copy_name(job->rails[s], name);
-		for (unsigned int r = 0; r < size; r++) {
-			int k = nzi_find_rail(rails[r], nrails[r], name);
-			struct nz_comm_addr *a = &job->addrs[(size_t)r * n + s];
-
-			a->addr = rails[r][k].addr;
-			a->port = rails[r][k].port;
-			if (rails[r][k].speed_mbps &&
-			    (!job->min_speed_mbps ||
-			     rails[r][k].speed_mbps < job->min_speed_mbps))
-				job->min_speed_mbps = rails[r][k].speed_mbps;
-		}
-	}
-	return 0;
-}
-
-unsigned int nzi_unit_for_speed(uint32_t mbps)
-{
-	/* Bytes the link carries in NZI_UNIT_CHUNK_US: mbps * us / 8. */
-	uint64_t bytes = (uint64_t)mbps * NZI_UNIT_CHUNK_US / 8;
-	unsigned int unit = NZI_UNIT_FLOOR;
-
-	if (!mbps)
-		return NZ_DEFAULT_UNIT;
-	while (unit < NZ_DEFAULT_UNIT && 2ull * unit <= bytes)
-		unit *= 2;
-	return unit;
-}
-
-void nzi_boot_job_free(struct nzi_boot_job *job)
-{
-	if (!job)
-		return;
-	free(job->addrs);
-	job->addrs = NULL;
-}
-
-static int nzi_random(void *buf, size_t len)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = getrandom(p, len, 0);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return nzi_error(-errno, "rendezvous: getrandom: %s", strerror(errno));
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-int nzi_boot_identity(struct nzi_boot_job *job)
-{
-	int ret;
-
-	do {
-		ret = nzi_random(&job->job_id, sizeof(job->job_id));
-	} while (!ret && !job->job_id);
-	return ret ? ret : nzi_random(job->secret, sizeof(job->secret));
-}
-
 /* ---- Socket helpers ---- */
 
 static int nzi_set_nonblock(int fd)
@@ -414,6 +179,22 @@ static void nzi_sockname(const struct sockaddr *sa, char *out, size_t len)
 		port = ntohs(in6->sin6_port);
 	}
 	snprintf(out, len, "%s:%u", host, port);
+}
+
+/* Two peers on the same host (address, port aside). */
+static bool nzi_same_host(const struct sockaddr_storage *a,
+			  const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+			       &((const struct sockaddr_in6 *)b)->sin6_addr,
+			       sizeof(struct in6_addr));
+	return false;
 }
 
 /*
@@ -457,22 +238,28 @@ static int nzi_xfer_all(int fd, void *buf, size_t len, int64_t deadline,
 static void nzi_send_abort(int fd, int err, const char *reason)
 {
 	uint8_t msg[NZI_BOOT_HDR_LEN + 4 + NZI_REASON_MAX];
-	size_t rlen = strnlen(reason, NZI_REASON_MAX);
+	size_t len = nzi_boot_encode_abort(msg, sizeof(msg), err, reason);
 
-	put_hdr(msg, NZI_BOOT_ABORT, (uint32_t)(4 + rlen));
-	put_be32(msg + NZI_BOOT_HDR_LEN, (uint32_t)err);
-	memcpy(msg + NZI_BOOT_HDR_LEN + 4, reason, rlen);
-	nzi_xfer_all(fd, msg, NZI_BOOT_HDR_LEN + 4 + rlen,
-		     nzi_now_ms() + 200, true);
+	nzi_xfer_all(fd, msg, len, nzi_now_ms() + 200, true);
+}
+
+/* nz_last_error() without its "rendezvous: " prefix, for a peer. */
+static const char *nzi_reason(void)
+{
+	const char *e = nz_last_error();
+
+	return strncmp(e, "rendezvous: ", 12) ? e : e + 12;
 }
 
 /* ---- Rank 0 ---- */
 
-struct nzi_pending {		/* a connection that has not said who it is */
+struct nzi_pending {		/* a connection that has not authenticated */
 	int fd;
 	int64_t deadline;
 	size_t got;
+	uint8_t nonce_s[NZI_NONCE_LEN];	/* the challenge it was sent */
 	uint8_t buf[NZI_BOOT_HELLO_MAX];
+	struct sockaddr_storage src;
 	char from[64];
 };
 
@@ -481,6 +268,8 @@ struct nzi_member {		/* a rank that has joined */
 	unsigned int unit;	/* the chunk unit it asked for, 0 = any */
 	unsigned int nrails;
 	struct nzi_rail rails[NZ_MAX_RAILS];
+	uint8_t nonce_s[NZI_NONCE_LEN];	/* its challenge */
+	uint8_t nonce_c[NZI_NONCE_LEN];	/* its HELLO's nonce */
 	char from[64];
 };
 
@@ -492,7 +281,8 @@ struct nzi_server {
 	unsigned int npend;
 	struct nzi_member *mem;
 	int joined;		/* members present, rank 0 included */
-	unsigned int rejected;
+	unsigned int rejected;	/* connections dropped */
+	unsigned int bad_mac;	/* of which HELLOs whose MAC failed */
 };
 
 static void nzi_drop_pending(struct nzi_server *s, unsigned int i)
@@ -527,14 +317,12 @@ static int nzi_reject(struct nzi_server *s, unsigned int i, int err,
 
 static int nzi_listen_on(const struct addrinfo *ai, int backlog)
 {
-	int fd, one = 1, zero = 0;
+	int fd, one = 1;
 
 	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (ai->ai_family == AF_INET6)	/* a wildcard v6 socket takes v4 too */
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
 	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, backlog) < 0 ||
 	    nzi_set_nonblock(fd) < 0) {
 		int err = -errno;
@@ -546,52 +334,71 @@ static int nzi_listen_on(const struct addrinfo *ai, int backlog)
 }
 
 /*
- * Listen on master_addr when it is one of ours, else on every address (it
- * may be a name that others reach through NAT or a service address).
+ * Listen on master_addr, and only there: the rendezvous is reachable where
+ * the job was told it is, not on every network of the host.
  */
 static int nzi_server_listen(struct nzi_server *s)
 {
 	const struct nzi_boot_cfg *cfg = s->cfg;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+				  .ai_flags = AI_NUMERICSERV };
 	struct addrinfo *res, *ai;
 	char port[8];
 	int backlog = cfg->size + NZI_MAX_PENDING, fd = -EADDRNOTAVAIL, ret;
 
 	snprintf(port, sizeof(port), "%d", cfg->master_port);
+	snprintf(s->where, sizeof(s->where), "%s:%d", cfg->master_addr,
+		 cfg->master_port);
 	ret = getaddrinfo(cfg->master_addr, port, &hints, &res);
-	if (!ret) {
-		for (ai = res; ai; ai = ai->ai_next) {
-			fd = nzi_listen_on(ai, backlog);
-			if (fd >= 0 || fd == -EADDRINUSE)
-				break;
+	if (ret)
+		return nzi_error(-EADDRNOTAVAIL, "rendezvous: rank 0 cannot resolve MASTER_ADDR=%s: %s",
+				 cfg->master_addr,
+				 ret == EAI_SYSTEM ? strerror(errno) : gai_strerror(ret));
+	for (ai = res; ai; ai = ai->ai_next) {
+		int f = nzi_listen_on(ai, backlog);
+
+		if (f >= 0) {
+			fd = f;
+			break;
 		}
-		freeaddrinfo(res);
+		if (fd != -EADDRINUSE)	/* the most telling error wins */
+			fd = f;
 	}
-	if (fd < 0 && fd != -EADDRINUSE) {
-		/* Not a local address (or unresolvable here): the wildcard. */
-		if (!getaddrinfo(NULL, port, &hints, &res)) {
-			for (ai = res; ai; ai = ai->ai_next) {
-				fd = nzi_listen_on(ai, backlog);
-				if (fd >= 0 || fd == -EADDRINUSE)
-					break;
-			}
-			freeaddrinfo(res);
-		}
-		snprintf(s->where, sizeof(s->where), "*:%d (for %s)",
-			 cfg->master_port, cfg->master_addr);
-	} else {
-		snprintf(s->where, sizeof(s->where), "%s:%d", cfg->master_addr,
-			 cfg->master_port);
-	}
+	freeaddrinfo(res);
 	if (fd < 0)
 		return nzi_error(fd, "rendezvous: rank 0 cannot listen on %s: %s%s",
 				 s->where, strerror(-fd),
-				 fd == -EADDRINUSE ? " (another job's rank 0, or a leftover process, holds MASTER_PORT)" : "");
+				 fd == -EADDRINUSE ? " (another job's rank 0, or a leftover process, holds MASTER_PORT)" :
+				 fd == -EADDRNOTAVAIL ? " (MASTER_ADDR must be an address of rank 0's own host that the other ranks reach: rank 0 listens there only)" : "");
 	s->lfd = fd;
 	nzi_log(cfg->verbose, 0, "listening on %s for %d ranks", s->where,
 		cfg->size);
 	return 0;
+}
+
+/* Make room for one more pending connection from src. */
+static void nzi_server_make_room(struct nzi_server *s,
+				 const struct sockaddr_storage *src)
+{
+	unsigned int same = 0, oldest = 0, oldest_same = 0;
+	bool any_same = false;
+
+	for (unsigned int i = 0; i < s->npend; i++) {
+		if (s->pend[i]->deadline < s->pend[oldest]->deadline)
+			oldest = i;
+		if (!nzi_same_host(&s->pend[i]->src, src))
+			continue;
+		if (!any_same || s->pend[i]->deadline < s->pend[oldest_same]->deadline)
+			oldest_same = i;
+		any_same = true;
+		same++;
+	}
+	if (same >= NZI_MAX_PENDING_PER_SOURCE)
+		nzi_reject(s, oldest_same, 0, "its host has %u unauthenticated connections: the oldest goes",
+			   same);
+	else if (s->npend == NZI_MAX_PENDING)
+		nzi_reject(s, oldest, 0, "%d unauthenticated connections: the oldest goes",
+			   NZI_MAX_PENDING);
 }
 
 static void nzi_server_accept(struct nzi_server *s)
@@ -602,69 +409,88 @@ static void nzi_server_accept(struct nzi_server *s)
 
 	while ((fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl,
 			     SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-		struct nzi_pending *p = NULL;
+		uint8_t ch[NZI_BOOT_CHALLENGE_LEN];
+		struct nzi_pending *p;
+		int one = 1;
 
-		if (s->npend < NZI_MAX_PENDING)
-			p = calloc(1, sizeof(*p));
-		if (!p) {
-			nzi_log(s->cfg->verbose, 0, "too many unidentified connections: refusing one");
+		sl = sizeof(ss);
+		nzi_server_make_room(s, &ss);
+		p = calloc(1, sizeof(*p));
+		if (!p || nzi_random(p->nonce_s, sizeof(p->nonce_s))) {
 			s->rejected++;
+			free(p);
+			close(fd);
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		/* An empty socket buffer takes 44 bytes at once, or never. */
+		nzi_boot_encode_challenge(ch, p->nonce_s);
+		if (send(fd, ch, sizeof(ch), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(ch)) {
+			s->rejected++;
+			free(p);
 			close(fd);
 			continue;
 		}
 		p->fd = fd;
 		p->deadline = nzi_now_ms() + NZI_HELLO_TIMEOUT_MS;
+		p->src = ss;
 		nzi_sockname((struct sockaddr *)&ss, p->from, sizeof(p->from));
 		s->pend[s->npend++] = p;
-		sl = sizeof(ss);
 	}
+}
+
+/* The member's connection is still open (its peer has not closed it). */
+static bool nzi_conn_alive(int fd)
+{
+	uint8_t b;
+	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR));
 }
 
 /* A complete HELLO from pending connection i: admit (0) or reject (-1). */
 static int nzi_server_hello(struct nzi_server *s, unsigned int i)
 {
 	struct nzi_pending *p = s->pend[i];
-	const uint8_t *b = p->buf + NZI_BOOT_HDR_LEN;
-	uint32_t rank = get_be32(b), size = get_be32(b + 4);
-	uint32_t nrails = get_be32(b + 8), unit = get_be32(b + 12);
+	struct nzi_boot_hello h;
 	struct nzi_member *m;
-	size_t len = get_be32(p->buf + 8);
+	int ret;
 
-	if (size != (uint32_t)s->cfg->size)
-		return nzi_reject(s, i, EINVAL, "job size mismatch: rank 0 has WORLD_SIZE=%d, this rank %u",
-				  s->cfg->size, size);
-	if (rank == 0 || rank >= size)
-		return nzi_reject(s, i, EINVAL, "rank %u is not a valid non-zero rank of a job of %u",
-				  rank, size);
-	if (nrails > NZ_MAX_RAILS || len != 16 + nrails * NZI_BOOT_RAIL_LEN)
-		return nzi_reject(s, i, EINVAL, "malformed rail list (%u rails)", nrails);
-	if (unit && !nzi_unit_ok(unit))
-		return nzi_reject(s, i, EINVAL, "chunk unit %u is not a power of two in %d..%d",
-				  unit, NZ_MIN_UNIT, NZ_MAX_UNIT);
-	m = &s->mem[rank];
-	if (m->fd >= 0)
-		return nzi_reject(s, i, EEXIST, "rank %u already joined from %s",
-				  rank, m->from);
-	b += 16;
-	for (uint32_t k = 0; k < nrails; k++, b += NZI_BOOT_RAIL_LEN) {
-		struct nzi_rail *r = &m->rails[k];
-
-		if (!nzi_name_ok(b) || nzi_find_rail(m->rails, k, (const char *)b) >= 0)
-			return nzi_reject(s, i, EINVAL, "malformed or duplicate rail name in rail list");
-		memcpy(r->name, b, NZ_RAIL_NAME_LEN);
-		get_addr(b + NZ_RAIL_NAME_LEN, &r->addr, &r->port);
-		r->speed_mbps = get_be32(b + NZ_RAIL_NAME_LEN + 8);
+	ret = nzi_boot_parse_hello(p->buf, p->got, s->cfg->size, s->cfg->key,
+				   p->nonce_s, &h);
+	if (ret == -EKEYREJECTED) {
+		s->bad_mac++;
+		return nzi_reject(s, i, EKEYREJECTED, "its HELLO's MAC does not check: it does not hold this job's key (NEZHA_JOB_KEY), or it replays another rendezvous");
 	}
-	m->nrails = nrails;
-	m->unit = unit;
+	if (ret)
+		return nzi_reject(s, i, ret == -EPROTO ? EPROTO : EINVAL, "%s", nzi_reason());
+	/* From here on, a rank of this job's key speaks. */
+	m = &s->mem[h.rank];
+	if (m->fd >= 0 && nzi_conn_alive(m->fd))
+		return nzi_reject(s, i, EEXIST, "rank %d already joined from %s",
+				  h.rank, m->from);
+	if (m->fd >= 0) {	/* it left, and we had not seen it yet */
+		close(m->fd);
+		s->joined--;
+	}
+	memcpy(m->rails, h.rails, sizeof(h.rails));
+	m->nrails = h.nrails;
+	m->unit = h.unit;
+	memcpy(m->nonce_s, p->nonce_s, sizeof(m->nonce_s));
+	memcpy(m->nonce_c, h.nonce_c, sizeof(m->nonce_c));
 	m->fd = p->fd;
 	memcpy(m->from, p->from, sizeof(m->from));
 	s->joined++;
-	nzi_log(s->cfg->verbose, 0, "rank %u joined from %s with %u rails (%d of %d)",
-		rank, m->from, nrails, s->joined, s->cfg->size);
+	nzi_log(s->cfg->verbose, 0, "rank %d joined from %s with %u rails (%d of %d)",
+		h.rank, m->from, h.nrails, s->joined, s->cfg->size);
 	free(p);
 	s->pend[i] = s->pend[--s->npend];
 	return 0;
+}
+
+static uint32_t nzi_hdr_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 /* Read what pending connection i has sent; admit or reject when complete. */
@@ -675,7 +501,7 @@ static int nzi_server_read(struct nzi_server *s, unsigned int i)
 	ssize_t n;
 
 	if (p->got >= NZI_BOOT_HDR_LEN)
-		want += get_be32(p->buf + 8);
+		want += nzi_hdr_be32(p->buf + 8);
 	n = recv(p->fd, p->buf + p->got, want - p->got, MSG_DONTWAIT);
 	if (n == 0)
 		return nzi_reject(s, i, 0, "closed before its hello");
@@ -686,19 +512,21 @@ static int nzi_server_read(struct nzi_server *s, unsigned int i)
 	}
 	p->got += (size_t)n;
 	if (p->got == NZI_BOOT_HDR_LEN) {
-		uint32_t len = get_be32(p->buf + 8);
+		uint32_t len = nzi_hdr_be32(p->buf + 8);
+		unsigned int version = (unsigned int)p->buf[4] << 8 | p->buf[5];
+		unsigned int type = (unsigned int)p->buf[6] << 8 | p->buf[7];
 
-		if (get_be32(p->buf) != NZI_BOOT_MAGIC)
-			return nzi_reject(s, i, 0, "bad magic 0x%08x", get_be32(p->buf));
-		if (get_be16(p->buf + 4) != NZI_BOOT_VERSION)
+		if (nzi_hdr_be32(p->buf) != NZI_BOOT_MAGIC)
+			return nzi_reject(s, i, 0, "bad magic 0x%08x", nzi_hdr_be32(p->buf));
+		if (version != NZI_BOOT_VERSION)
 			return nzi_reject(s, i, EPROTO, "rendezvous protocol version %u, rank 0 speaks %u (mixed libnezha versions)",
-					  get_be16(p->buf + 4), NZI_BOOT_VERSION);
-		if (get_be16(p->buf + 6) != NZI_BOOT_HELLO ||
-		    len < 16 || len > NZI_BOOT_HELLO_MAX - NZI_BOOT_HDR_LEN)
+					  version, NZI_BOOT_VERSION);
+		if (type != NZI_BOOT_HELLO || len < NZI_HELLO_FIXED + NZI_MAC_LEN ||
+		    len > NZI_BOOT_HELLO_MAX - NZI_BOOT_HDR_LEN)
 			return nzi_reject(s, i, EPROTO, "not a hello (type %u, %u bytes)",
-					  get_be16(p->buf + 6), len);
+					  type, len);
 	}
-	if (p->got > NZI_BOOT_HDR_LEN && p->got == NZI_BOOT_HDR_LEN + get_be32(p->buf + 8))
+	if (p->got > NZI_BOOT_HDR_LEN && p->got == NZI_BOOT_HDR_LEN + nzi_hdr_be32(p->buf + 8))
 		return nzi_server_hello(s, i);
 	return 0;
 }
@@ -750,11 +578,14 @@ static void nzi_server_abort_all(struct nzi_server *s, int err,
 
 static int nzi_server_timeout(struct nzi_server *s)
 {
-	char missing[96], reason[NZI_REASON_MAX];
+	char missing[96], reason[NZI_REASON_MAX], keys[96] = "";
 
 	nzi_missing_list(s, missing, sizeof(missing));
-	snprintf(reason, sizeof(reason), "rank(s) %s of %d did not join at %s within %d ms",
-		 missing, s->cfg->size, s->where, s->cfg->timeout_ms);
+	if (s->bad_mac)
+		snprintf(keys, sizeof(keys), " (%u HELLOs under another key were dropped: does every rank have this job's key?)",
+			 s->bad_mac);
+	snprintf(reason, sizeof(reason), "rank(s) %s of %d did not join at %s within %d ms%s",
+		 missing, s->cfg->size, s->where, s->cfg->timeout_ms, keys);
 	nzi_server_abort_all(s, ETIMEDOUT, reason);
 	return nzi_error(-ETIMEDOUT, "rendezvous: %s", reason);
 }
@@ -788,65 +619,6 @@ static int nzi_server_unit(struct nzi_server *s, struct nzi_boot_job *job)
 	return 0;
 }
 
-uint8_t *nzi_boot_encode_welcome(const struct nzi_boot_job *job, size_t *lenp)
-{
-	size_t len = NZI_BOOT_HDR_LEN + NZI_WELCOME_FIXED + job->nrails * NZ_RAIL_NAME_LEN +
-		     (size_t)job->size * job->nrails * NZI_ADDR_LEN;
-	uint8_t *msg = malloc(len), *p;
-
-	if (!msg)
-		return NULL;
-	put_hdr(msg, NZI_BOOT_WELCOME, (uint32_t)(len - NZI_BOOT_HDR_LEN));
-	p = msg + NZI_BOOT_HDR_LEN;
-	put_be64(p, job->job_id);
-	memcpy(p + 8, job->secret, NZ_SECRET_LEN);
-	put_be32(p + 8 + NZ_SECRET_LEN, job->size);
-	put_be32(p + 12 + NZ_SECRET_LEN, job->nrails);
-	put_be32(p + 16 + NZ_SECRET_LEN, job->unit);
-	p += NZI_WELCOME_FIXED;
-	for (unsigned int k = 0; k < job->nrails; k++, p += NZ_RAIL_NAME_LEN)
-		memcpy(p, job->rails[k], NZ_RAIL_NAME_LEN);
-	for (size_t k = 0; k < (size_t)job->size * job->nrails; k++, p += NZI_ADDR_LEN)
-		put_addr(p, job->addrs[k].addr, job->addrs[k].port);
-	*lenp = len;
-	return msg;
-}
-
-size_t nzi_boot_encode_abort(uint8_t *buf, size_t cap, int err, const char *reason)
-{
-	size_t rlen = strlen(reason);
-
-	if (rlen > cap - NZI_BOOT_HDR_LEN - 4)
-		rlen = cap - NZI_BOOT_HDR_LEN - 4;
-	put_hdr(buf, NZI_BOOT_ABORT, (uint32_t)(4 + rlen));
-	put_be32(buf + NZI_BOOT_HDR_LEN, (uint32_t)err);
-	memcpy(buf + NZI_BOOT_HDR_LEN + 4, reason, rlen);
-	return NZI_BOOT_HDR_LEN + 4 + rlen;
-}
-
-int nzi_boot_parse_answer(const struct nzi_boot_cfg *cfg, const uint8_t *buf,
-			  size_t len, struct nzi_boot_job *job)
-{
-	int ret;
-
-	if (len < NZI_BOOT_HDR_LEN || get_be32(buf) != NZI_BOOT_MAGIC ||
-	    get_be16(buf + 4) != NZI_BOOT_VERSION ||
-	    get_be32(buf + 8) != len - NZI_BOOT_HDR_LEN)
-		return nzi_error(-EPROTO, "rendezvous: malformed answer of rank 0");
-	if (get_be16(buf + 6) == NZI_BOOT_WELCOME)
-		return nzi_parse_welcome(cfg, buf + NZI_BOOT_HDR_LEN,
-					 len - NZI_BOOT_HDR_LEN, job);
-	if (get_be16(buf + 6) != NZI_BOOT_ABORT || len < NZI_BOOT_HDR_LEN + 4)
-		return nzi_error(-EPROTO, "rendezvous: unexpected message type %u from rank 0",
-				 get_be16(buf + 6));
-	ret = -(int)get_be32(buf + NZI_BOOT_HDR_LEN);
-	if (ret >= 0 || ret < -4095)
-		ret = -EPROTO;
-	return nzi_error(ret, "rendezvous: rank 0 stopped rank %d: %.*s", cfg->rank,
-			 (int)(len - NZI_BOOT_HDR_LEN - 4),
-			 (const char *)buf + NZI_BOOT_HDR_LEN + 4);
-}
-
 /* Every rank is here: compute the job and send it to everyone. */
 static int nzi_server_welcome(struct nzi_server *s, struct nzi_boot_job *job,
 			      int64_t deadline)
@@ -854,7 +626,7 @@ static int nzi_server_welcome(struct nzi_server *s, struct nzi_boot_job *job,
 	unsigned int size = (unsigned int)s->cfg->size;
 	const struct nzi_rail *rails[NZ_MAX_RANKS];
 	unsigned int nrails[NZ_MAX_RANKS];
-	uint8_t *msg;
+	uint8_t *msg, hash[NZI_SHA256_LEN];
 	size_t len;
 	int ret;
 
@@ -879,11 +651,13 @@ static int nzi_server_welcome(struct nzi_server *s, struct nzi_boot_job *job,
 	if (ret)
 		return ret;
 
-	msg = nzi_boot_encode_welcome(job, &len);
+	msg = nzi_boot_encode_welcome(job, 1, &len, hash);
 	if (!msg)
 		return nzi_error(-ENOMEM, "rendezvous: out of memory");
-
+	/* One body; each rank gets the tag of its own nonces. */
 	for (unsigned int r = 1; r < size && !ret; r++) {
+		nzi_boot_welcome_tag(s->cfg->key, hash, s->mem[r].nonce_s, (int)r,
+				     s->mem[r].nonce_c, msg + len - NZI_MAC_LEN);
 		ret = nzi_xfer_all(s->mem[r].fd, msg, len,
 				   deadline + NZI_VERDICT_GRACE_MS, true);
 		if (ret)
@@ -894,9 +668,10 @@ static int nzi_server_welcome(struct nzi_server *s, struct nzi_boot_job *job,
 	free(msg);
 	if (ret)
 		return ret == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
-	nzi_log(s->cfg->verbose, 0, "job %016llx formed: %d ranks, %u rail slots, %u connections dropped",
+	nzi_boot_derive_secret(s->cfg->key, job);
+	nzi_log(s->cfg->verbose, 0, "job %016llx formed: %d ranks, %u rail slots, %u connections dropped (%u without the key)",
 		(unsigned long long)job->job_id, s->cfg->size, job->nrails,
-		s->rejected);
+		s->rejected, s->bad_mac);
 	return 0;
 }
 
@@ -985,6 +760,7 @@ static int nzi_serve(const struct nzi_boot_cfg *cfg, struct nzi_boot_job *job,
 	if (!ret)
 		ret = nzi_server_welcome(&s, job, deadline);
 	job->rejected = s.rejected;
+	job->bad_mac = s.bad_mac;
 	while (s.npend)
 		nzi_drop_pending(&s, s.npend - 1);
 	for (int r = 1; r < cfg->size; r++)
@@ -1045,7 +821,13 @@ static int nzi_try_connect(const struct nzi_boot_cfg *cfg, int64_t deadline)
 	return fd;
 }
 
-static int nzi_connect(const struct nzi_boot_cfg *cfg, int64_t deadline)
+/*
+ * Connect to rank 0, retrying until deadline.  heard: rank 0 already
+ * challenged this rank once, so a refused connection now means it closed
+ * its port (the job formed or failed): no point in waiting.
+ */
+static int nzi_connect(const struct nzi_boot_cfg *cfg, int64_t deadline,
+		       bool heard)
 {
 	int backoff = 10, fd;
 
@@ -1055,6 +837,9 @@ static int nzi_connect(const struct nzi_boot_cfg *cfg, int64_t deadline)
 		fd = nzi_try_connect(cfg, deadline);
 		if (fd >= 0)
 			return fd;
+		if (heard && fd == -ECONNREFUSED)
+			return nzi_error(-ECONNRESET, "rendezvous: rank 0 at %s:%d dropped rank %d before answering it and no longer listens: the job formed without it, or failed",
+					 cfg->master_addr, cfg->master_port, cfg->rank);
 		left = nzi_left(deadline);
 		if (!left)
 			break;
@@ -1067,115 +852,117 @@ static int nzi_connect(const struct nzi_boot_cfg *cfg, int64_t deadline)
 			 fd == -EHOSTUNREACH ? "cannot resolve or reach the host" : strerror(-fd));
 }
 
-static int nzi_parse_welcome(const struct nzi_boot_cfg *cfg, const uint8_t *p,
-			     size_t len, struct nzi_boot_job *job)
+/* Rank 0's answer on fd, whole, into *msg (malloc'd) and *len. */
+static int nzi_read_answer(const struct nzi_boot_cfg *cfg, int fd, int64_t verdict,
+			   uint8_t **msg, size_t *len)
 {
-	uint32_t size, nrails;
+	uint8_t hdr[NZI_BOOT_HDR_LEN];
+	uint32_t plen;
+	int ret;
 
-	if (len < NZI_WELCOME_FIXED)
-		goto bad;
-	size = get_be32(p + 8 + NZ_SECRET_LEN);
-	nrails = get_be32(p + 12 + NZ_SECRET_LEN);
-	if (size != (uint32_t)cfg->size || !nrails || nrails > NZ_MAX_RAILS ||
-	    len != NZI_WELCOME_FIXED + nrails * NZ_RAIL_NAME_LEN +
-		   (size_t)size * nrails * NZI_ADDR_LEN)
-		goto bad;
-	job->unit = get_be32(p + 16 + NZ_SECRET_LEN);
-	if (!nzi_unit_ok(job->unit) || (cfg->unit && job->unit != cfg->unit))
-		goto bad;
-	job->job_id = get_be64(p);
-	memcpy(job->secret, p + 8, NZ_SECRET_LEN);
-	job->size = size;
-	job->nrails = nrails;
-	p += NZI_WELCOME_FIXED;
-	for (uint32_t k = 0; k < nrails; k++, p += NZ_RAIL_NAME_LEN) {
-		if (!nzi_name_ok(p))
-			goto bad;
-		memcpy(job->rails[k], p, NZ_RAIL_NAME_LEN);
-	}
-	job->addrs = calloc((size_t)size * nrails, sizeof(*job->addrs));
-	if (!job->addrs)
+	*msg = NULL;
+	ret = nzi_xfer_all(fd, hdr, sizeof(hdr), verdict, false);
+	if (ret)
+		return ret;
+	plen = nzi_hdr_be32(hdr + 8);
+	if (nzi_hdr_be32(hdr) != NZI_BOOT_MAGIC ||
+	    plen > NZI_WELCOME_MAX + NZI_MAC_LEN)
+		return nzi_error(-EPROTO, "rendezvous: %s:%d does not speak the libnezha rendezvous protocol (version %u)",
+				 cfg->master_addr, cfg->master_port, NZI_BOOT_VERSION);
+	*msg = malloc(NZI_BOOT_HDR_LEN + plen);
+	if (!*msg)
 		return nzi_error(-ENOMEM, "rendezvous: out of memory");
-	for (size_t k = 0; k < (size_t)size * nrails; k++, p += NZI_ADDR_LEN)
-		get_addr(p, &job->addrs[k].addr, &job->addrs[k].port);
-	return 0;
-bad:
-	return nzi_error(-EPROTO, "rendezvous: malformed job description from rank 0");
+	memcpy(*msg, hdr, sizeof(hdr));
+	ret = nzi_xfer_all(fd, *msg + NZI_BOOT_HDR_LEN, plen, verdict, false);
+	*len = NZI_BOOT_HDR_LEN + plen;
+	return ret;
+}
+
+/*
+ * One attempt: connect, take the challenge, send the HELLO, read and check
+ * the answer.  -EAGAIN: rank 0 dropped the connection before answering
+ * (a full table of unauthenticated connections): connect again.
+ */
+static int nzi_join_once(const struct nzi_boot_cfg *cfg, struct nzi_boot_job *job,
+			 int64_t deadline, bool *heard)
+{
+	uint8_t ch[NZI_BOOT_CHALLENGE_LEN], hello[NZI_BOOT_HELLO_MAX], *ans = NULL;
+	uint8_t nonce_s[NZI_NONCE_LEN], nonce_c[NZI_NONCE_LEN];
+	struct nzi_hello_auth auth = { .key = cfg->key, .nonce_s = nonce_s,
+				       .nonce_c = nonce_c };
+	int64_t verdict = deadline + NZI_VERDICT_GRACE_MS;
+	size_t hlen, alen = 0;
+	int fd, ret;
+
+	fd = nzi_connect(cfg, deadline, *heard);
+	if (fd < 0)
+		return fd;
+	ret = nzi_xfer_all(fd, ch, sizeof(ch), verdict, false);
+	if (ret == -ECONNRESET) {
+		ret = -EAGAIN;
+		goto out;
+	}
+	if (ret == -ETIMEDOUT) {
+		ret = nzi_error(-ETIMEDOUT, "rendezvous: %s:%d accepted rank %d's connection but sent no challenge within %d ms: another service, or a libnezha older than rendezvous version %u?",
+				cfg->master_addr, cfg->master_port, cfg->rank,
+				cfg->timeout_ms, NZI_BOOT_VERSION);
+		goto out;
+	}
+	if (!ret && nzi_hdr_be32(ch) == NZI_BOOT_MAGIC && (ch[4] << 8 | ch[5]) != NZI_BOOT_VERSION)
+		ret = nzi_error(-EPROTO, "rendezvous: rank 0 speaks rendezvous protocol version %u, rank %d %u (mixed libnezha versions)",
+				ch[4] << 8 | ch[5], cfg->rank, NZI_BOOT_VERSION);
+	else if (!ret && nzi_boot_parse_challenge(ch, sizeof(ch), nonce_s))
+		ret = nzi_error(-EPROTO, "rendezvous: %s:%d does not speak the libnezha rendezvous protocol (version %u)",
+				cfg->master_addr, cfg->master_port, NZI_BOOT_VERSION);
+	if (ret)
+		goto out;
+	*heard = true;
+	ret = nzi_random(nonce_c, sizeof(nonce_c));
+	if (ret)
+		goto out;
+	nzi_log(cfg->verbose, cfg->rank, "challenged by rank 0 at %s:%d", cfg->master_addr,
+		cfg->master_port);
+	hlen = nzi_boot_encode_hello(hello, &auth, cfg->rank, cfg->size, cfg->rails,
+				     cfg->nrails, cfg->unit);
+	ret = nzi_xfer_all(fd, hello, hlen, verdict, true);
+	if (!ret)
+		ret = nzi_read_answer(cfg, fd, verdict, &ans, &alen);
+	if (ret == -ECONNRESET && !alen) {
+		ret = -EAGAIN;
+	} else if (ret == -ETIMEDOUT) {
+		nzi_error(ret, "rendezvous: rank %d reached rank 0 at %s:%d, but the job did not form within %d ms",
+			  cfg->rank, cfg->master_addr, cfg->master_port, cfg->timeout_ms);
+	} else if (ret == -ECONNRESET) {
+		nzi_error(ret, "rendezvous: rank 0 at %s:%d closed the connection in the middle of its answer",
+			  cfg->master_addr, cfg->master_port);
+	} else if (!ret) {
+		ret = nzi_boot_parse_answer(cfg, &auth, ans, alen, job);
+		if (ret == -EKEYREJECTED)
+			job->bad_mac++;
+	}
+out:
+	free(ans);
+	nzi_wipe(hello, sizeof(hello));
+	close(fd);
+	return ret;
 }
 
 static int nzi_join(const struct nzi_boot_cfg *cfg, struct nzi_boot_job *job,
 		    int64_t deadline)
 {
-	uint8_t hello[NZI_BOOT_HELLO_MAX], hdr[NZI_BOOT_HDR_LEN], *body = NULL;
-	int64_t verdict = deadline + NZI_VERDICT_GRACE_MS;
-	uint32_t len;
-	size_t hlen;
-	int fd, ret;
+	bool heard = false;
+	int ret;
 
-	fd = nzi_connect(cfg, deadline);
-	if (fd < 0)
-		return fd;
-	nzi_log(cfg->verbose, cfg->rank, "connected to rank 0 at %s:%d",
-		cfg->master_addr, cfg->master_port);
-	hlen = nzi_boot_encode_hello(hello, cfg->rank, cfg->size, cfg->rails,
-				     cfg->nrails, cfg->unit);
-	ret = nzi_xfer_all(fd, hello, hlen, verdict, true);
-	if (!ret)
-		ret = nzi_xfer_all(fd, hdr, sizeof(hdr), verdict, false);
-	if (ret) {
-		if (ret == -ETIMEDOUT)
-			nzi_error(ret, "rendezvous: rank %d reached rank 0 at %s:%d, but the job did not form within %d ms",
-				  cfg->rank, cfg->master_addr, cfg->master_port,
-				  cfg->timeout_ms);
-		else
-			nzi_error(-ECONNRESET, "rendezvous: rank 0 at %s:%d closed the connection (%s): is it another service, or did it fail?",
-				  cfg->master_addr, cfg->master_port, strerror(-ret));
-		ret = ret == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET;
-		goto out;
+	while ((ret = nzi_join_once(cfg, job, deadline, &heard)) == -EAGAIN) {
+		nzi_log(cfg->verbose, cfg->rank, "rank 0 dropped the connection before answering: connecting again");
+		if (nzi_now_ms() >= deadline)
+			return nzi_error(-ETIMEDOUT, "rendezvous: rank 0 at %s:%d dropped every connection of rank %d before answering it, for %d ms",
+					 cfg->master_addr, cfg->master_port, cfg->rank,
+					 cfg->timeout_ms);
+		usleep(10000);
 	}
-	len = get_be32(hdr + 8);
-	if (get_be32(hdr) != NZI_BOOT_MAGIC || get_be16(hdr + 4) != NZI_BOOT_VERSION ||
-	    len > NZI_WELCOME_FIXED + NZ_MAX_RAILS * NZ_RAIL_NAME_LEN +
-		  (size_t)NZ_MAX_RANKS * NZ_MAX_RAILS * NZI_ADDR_LEN) {
-		ret = nzi_error(-EPROTO, "rendezvous: %s:%d does not speak the libnezha rendezvous protocol (version %u)",
-				cfg->master_addr, cfg->master_port, NZI_BOOT_VERSION);
-		goto out;
-	}
-	body = malloc(len + 1);
-	if (!body) {
-		ret = nzi_error(-ENOMEM, "rendezvous: out of memory");
-		goto out;
-	}
-	ret = nzi_xfer_all(fd, body, len, verdict, false);
-	if (ret) {
-		ret = nzi_error(ret == -ETIMEDOUT ? -ETIMEDOUT : -ECONNRESET,
-				"rendezvous: truncated answer from rank 0: %s",
-				strerror(-ret));
-		goto out;
-	}
-	switch (get_be16(hdr + 6)) {
-	case NZI_BOOT_WELCOME:
-		ret = nzi_parse_welcome(cfg, body, len, job);
-		break;
-	case NZI_BOOT_ABORT:
-		if (len < 4) {
-			ret = nzi_error(-EPROTO, "rendezvous: malformed abort from rank 0");
-			break;
-		}
-		body[len] = 0;
-		ret = -(int)get_be32(body);
-		if (ret >= 0 || ret < -4095)
-			ret = -EPROTO;
-		nzi_error(ret, "rendezvous: rank 0 stopped rank %d: %.*s", cfg->rank,
-			  (int)(len - 4), (const char *)body + 4);
-		break;
-	default:
-		ret = nzi_error(-EPROTO, "rendezvous: unexpected message type %u from rank 0",
-				get_be16(hdr + 6));
-	}
-out:
-	free(body);
-	close(fd);
+	if (ret)
+		nzi_boot_job_free(job);
 	return ret;
 }
 
@@ -1193,13 +980,19 @@ static int nzi_boot_check(const struct nzi_boot_cfg *cfg)
 	if (cfg->unit && !nzi_unit_ok(cfg->unit))
 		return nzi_error(-EINVAL, "rendezvous: chunk unit %u is not a power of two in %d..%d",
 				 cfg->unit, NZ_MIN_UNIT, NZ_MAX_UNIT);
-	for (unsigned int i = 0; i < cfg->nrails; i++)
-		if (!cfg->rails[i].name[0] ||
-		    !memchr(cfg->rails[i].name, 0, NZ_RAIL_NAME_LEN) ||
-		    nzi_find_rail(cfg->rails, i, cfg->rails[i].name) >= 0)
+	for (unsigned int i = 0; i < cfg->nrails; i++) {
+		const char *name = cfg->rails[i].name;
+		bool dup = false;
+
+		for (unsigned int k = 0; k < i; k++)
+			dup |= !strncmp(cfg->rails[k].name, name, NZ_RAIL_NAME_LEN);
+		if (!name[0] || !memchr(name, 0, NZ_RAIL_NAME_LEN) || dup)
 			return nzi_error(-EINVAL, "rendezvous: rail %u has no valid, unique name", i);
+	}
 	if (cfg->size == 1)
 		return 0;
+	if (!cfg->key)
+		return nzi_error(-ENOKEY, "rendezvous: no job key for a job of %d ranks", cfg->size);
 	if (!cfg->master_addr || !*cfg->master_addr)
 		return nzi_error(-EINVAL, "rendezvous: no master address (MASTER_ADDR)");
 	if (cfg->master_port < 1 || cfg->master_port > 65535)
@@ -1230,6 +1023,9 @@ int nzi_bootstrap(const struct nzi_boot_cfg *cfg, struct nzi_boot_job *job)
 			    nzi_unit_for_speed(job->min_speed_mbps);
 		if (!ret)
 			ret = nzi_boot_identity(job);
+		/* No peer: a secret nobody else needs to derive. */
+		if (!ret)
+			ret = nzi_random(job->secret, sizeof(job->secret));
 		if (ret)
 			nzi_boot_job_free(job);
 		return ret;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include "internal.h"
+#include "sha256.h"
 
 #define NZI_QUEUE_ENTRIES	256	/* CQ: 512 = NZ_COMM_MAX_INFLIGHT */
 
@@ -228,10 +229,11 @@ static int nzi_comm_create(struct nz_comm *c, const struct nz_comm_opts *o,
 			   const struct nzi_boot_job *job)
 {
 	struct nz_comm_create cc;
+	int ret;
 
 	memset(&cc, 0, sizeof(cc));
 	cc.job_id = job->job_id;
-	memcpy(cc.secret, job->secret, NZ_SECRET_LEN);
+	memcpy(cc.secret, job->secret, NZ_SECRET_LEN);	/* derived, never sent */
 	cc.rank = (uint32_t)o->rank;
 	cc.size = (uint32_t)o->size;
 	cc.nrails = job->nrails;
@@ -239,8 +241,10 @@ static int nzi_comm_create(struct nz_comm *c, const struct nz_comm_opts *o,
 	cc.timeout_ms = o->op_timeout_ms;
 	memcpy(cc.rails, job->rails, sizeof(cc.rails));
 	cc.addrs = (uint64_t)(uintptr_t)job->addrs;
-	if (ioctl(nz_queue_fd(c->q), NZ_IOC_COMM_CREATE, &cc) < 0)
-		return nzi_error(-errno, "comm: NZ_IOC_COMM_CREATE: %s", strerror(errno));
+	ret = ioctl(nz_queue_fd(c->q), NZ_IOC_COMM_CREATE, &cc) < 0 ? -errno : 0;
+	nzi_wipe(cc.secret, sizeof(cc.secret));
+	if (ret)
+		return nzi_error(ret, "comm: NZ_IOC_COMM_CREATE: %s", strerror(-ret));
 	c->comm_id = cc.comm_id;
 	c->has_kcomm = true;
 	return 0;
@@ -288,6 +292,7 @@ static int nzi_comm_init(struct nz_comm **out, const struct nz_comm_opts *o,
 	struct nzi_boot_cfg cfg = { 0 };
 	struct nzi_boot_job job = { 0 };
 	const char *dbg = getenv("NEZHA_DEBUG");
+	struct nzi_key key;
 	struct nz_comm *c;
 	int ret, timeout;
 
@@ -295,11 +300,15 @@ static int nzi_comm_init(struct nz_comm **out, const struct nz_comm_opts *o,
 		return nzi_error(-EINVAL, "comm: NULL argument");
 	*out = NULL;
 	ret = nzi_opts_check(o, kv);
+	if (!ret)	/* before the device: a job without a key goes no further */
+		ret = nzi_key_resolve(o, kv && o->size > 1, &key);
 	if (ret)
 		return ret;
 	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (!c) {
+		nzi_wipe(&key, sizeof(key));
 		return nzi_error(-ENOMEM, "comm: out of memory");
+	}
 	c->rank = o->rank;
 	c->size = o->size;
 	c->wait_timeout_ms = o->wait_timeout_ms > 0 ? o->wait_timeout_ms : 0;
@@ -321,6 +330,8 @@ static int nzi_comm_init(struct nz_comm **out, const struct nz_comm_opts *o,
 	cfg.rails = rails;
 	cfg.unit = o->unit;
 	cfg.verbose = c->verbose;
+	cfg.key_from_store = key.mode == NZI_KEY_FROM_STORE;
+	cfg.key = cfg.key_from_store ? NULL : key.key;
 	ret = kv && o->size > 1 ? nzi_bootstrap_kv(&cfg, kv, &job) :
 				  nzi_bootstrap(&cfg, &job);
 	if (ret)
@@ -339,10 +350,12 @@ static int nzi_comm_init(struct nz_comm **out, const struct nz_comm_opts *o,
 		goto out_close;
 	nzi_log(c->verbose, c->rank, "communicator %u of job %016llx ready: %d ranks, %u rails",
 		c->comm_id, (unsigned long long)c->job_id, c->size, c->nrails);
+	nzi_wipe(&key, sizeof(key));
 	*out = c;
 	return 0;
 
 out_close:
+	nzi_wipe(&key, sizeof(key));
 	if (c->q)
 		nzi_comm_teardown(c);
 	else

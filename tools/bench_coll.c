@@ -3,7 +3,8 @@
  * nezha-bench allreduce | broadcast | reduce | allgather | reduce_scatter |
  * alltoall | barrier: the collectives of libnezha, measured and printed
  * the way nccl-tests does, on ranks set up like a torchrun job
- * (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE).
+ * (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, and the job key in
+ * NEZHA_JOB_KEY or NEZHA_JOB_KEY_FILE).
  *
  * For every size from -b to -e (times -f): a barrier, -w warm-up
  * iterations, then -n timed ones; time is the mean per iteration, the
@@ -501,7 +502,8 @@ static void nzb_usage(const char *mode)
 		"usage: nezha-bench %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
 		"         [-d DTYPE] [-o OP] [-r ROOT] [-A ALGO] [-N CONCURRENT] [-p out|in|both]\n"
 		"         [-t SECONDS] [-T SECONDS] [-u UNIT] [--check]\n"
-		"  ranks set up like torchrun: MASTER_ADDR MASTER_PORT RANK WORLD_SIZE\n"
+		"  ranks set up like torchrun: MASTER_ADDR MASTER_PORT RANK WORLD_SIZE,\n"
+		"  and the job key: NEZHA_JOB_KEY or NEZHA_JOB_KEY_FILE (nezhactl key generate)\n"
 		"  sizes (bytes, whole buffer as nccl-tests counts it) take K/M/G suffixes;\n"
 		"  defaults -b 8 -e 64M -f 2 -n 20 -w 5 -d float -o sum -r 0 -p both -N 1\n"
 		"  -A: force an algorithm (rd hd ring tree chain bruck direct pairwise ...)\n"

@@ -13,6 +13,7 @@ static const struct nzctl_cmd nzctl_cmds[] = {
 	{ "rail", nzctl_rail, "add, delete, change and show rails" },
 	{ "health", nzctl_health, "heartbeat and failover parameters: show | set ..." },
 	{ "monitor", nzctl_monitor, "print path events (failovers, re-admissions) as they happen" },
+	{ "key", nzctl_key, "a job key for NEZHA_JOB_KEY(_FILE): generate [FILE] | check FILE" },
 	{ "help", nzctl_help, "this list" },
 };
 

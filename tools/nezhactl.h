@@ -42,5 +42,6 @@ int nzctl_show(int argc, char **argv);
 int nzctl_rail(int argc, char **argv);
 int nzctl_health(int argc, char **argv);
 int nzctl_monitor(int argc, char **argv);
+int nzctl_key(int argc, char **argv);
 
 #endif /* NEZHACTL_H */

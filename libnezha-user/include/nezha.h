@@ -111,12 +111,16 @@ const char *nz_library_version(void);
  * A communicator is the set of ranks of one job, joined by every rail that
  * all of them have.  nz_comm_init() rendezvouses with the other ranks over
  * TCP at master_addr:master_port (rank 0 listens there; the others connect),
- * agrees on a job id, a secret and the rail table, then has the module
- * connect every pair of ranks on every rail.
+ * agrees on a job id and the rail table, then has the module connect every
+ * pair of ranks on every rail.
  *
- * The rendezvous network must be trusted: the job's secret crosses it in
- * clear, as with the bootstraps of Gloo and NCCL.  The secret is what the
- * modules use to authenticate each other's rail connections.
+ * A job is joinable only with its key: NZ_JOB_KEY_LEN random bytes that the
+ * launcher hands every rank out of band (opts->key, $NEZHA_JOB_KEY or
+ * $NEZHA_JOB_KEY_FILE; nz_job_key_generate() or `nezhactl key generate`
+ * make one), as NCCL's unique id.  Every rendezvous message carries a MAC
+ * under it, answering a fresh challenge; the secret the modules
+ * authenticate each other's rail connections with is derived from it on
+ * every rank and never crosses the network (Documentation/security.rst).
  *
  * A communicator owns one queue and is not thread safe: use one
  * communicator per thread, or serialise every call on it with a lock.
@@ -142,11 +146,48 @@ struct nz_comm_opts {
 	int wait_timeout_ms;	/* bound of the blocking calls (nz_wait,
 				 * nz_waitall, nz_send, nz_recv); <= 0 = none,
 				 * rely on the module's transfer timeout */
+	const uint8_t *key;	/* the job key, NZ_JOB_KEY_LEN bytes, the same
+				 * on every rank (size > 1); NULL = from the
+				 * environment: $NEZHA_JOB_KEY (hex) or
+				 * $NEZHA_JOB_KEY_FILE (a file of mode 0600) */
 };
 
 /* Log the rendezvous and set-up steps on stderr. */
 #define NZ_COMM_F_VERBOSE	(1U << 0)
-#define NZ_COMM_FLAGS		NZ_COMM_F_VERBOSE
+/*
+ * No key (as $NEZHA_INSECURE=1): a fixed, public key, so anyone who can
+ * reach rank 0 and the rails can join the job.  Trusted test networks only.
+ */
+#define NZ_COMM_F_INSECURE	(1U << 1)
+/*
+ * nz_comm_init_kv() only, without a key (as $NEZHA_KEY_FROM_STORE=1): rank
+ * 0 draws the key and writes it to the store, so the job is as private as
+ * the store (torch's TCPStore: anyone who can reach MASTER_PORT).
+ */
+#define NZ_COMM_F_KEY_FROM_STORE (1U << 2)
+#define NZ_COMM_FLAGS		(NZ_COMM_F_VERBOSE | NZ_COMM_F_INSECURE | \
+				 NZ_COMM_F_KEY_FROM_STORE)
+
+/* ---- Job keys ---- */
+
+#define NZ_JOB_KEY_LEN		32
+#define NZ_JOB_KEY_HEX_LEN	(2 * NZ_JOB_KEY_LEN)
+
+/*
+ * Draw a fresh job key (getrandom) and write it as NZ_JOB_KEY_HEX_LEN
+ * lowercase hex digits and a NUL into hex[0..cap): what $NEZHA_JOB_KEY and
+ * a key file hold.  -ENOSPC when cap <= NZ_JOB_KEY_HEX_LEN.
+ */
+int nz_job_key_generate(char *hex, size_t cap);
+
+/*
+ * Read a job key from a key file: NZ_JOB_KEY_HEX_LEN hex digits (blanks and
+ * a newline around them are allowed).  Like ssh with a private key, the
+ * file must be a regular file owned by this user (or root) that nobody
+ * else may read or write: -EPERM otherwise, -EINVAL for a malformed key,
+ * the -errno of open() or read().  nz_last_error() explains.
+ */
+int nz_job_key_read_file(const char *path, uint8_t key[NZ_JOB_KEY_LEN]);
 
 /*
  * Join the job: open /dev/nezha, list the local rails (those up, with a
@@ -157,14 +198,20 @@ struct nz_comm_opts {
  * Returns 0 and *out, or a negative errno with nz_last_error() explaining:
  * -EINVAL bad options, -ENOENT module not loaded, -ETIMEDOUT a rank or a
  * rail connection missing at the timeout, -EEXIST rank taken, -ENODEV no
- * rail common to every rank, -EPROTO incompatible library or module.
+ * rail common to every rank, -EPROTO incompatible library or module,
+ * -ENOKEY no job key (size > 1: none given, none in the environment, and
+ * no opt-out), -EKEYREJECTED rank 0 refused this rank's key (another job
+ * key), -EPERM a key file that others may read, -EADDRNOTAVAIL rank 0
+ * cannot listen on master_addr (not one of its addresses).
  */
 int nz_comm_init(struct nz_comm **out, const struct nz_comm_opts *opts);
 
 /*
  * nz_comm_init() from the environment: RANK and WORLD_SIZE (torchrun), or
  * OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (Open MPI); MASTER_ADDR and
- * MASTER_PORT (required above one rank); optional NEZHA_TIMEOUT_MS,
+ * MASTER_PORT (required above one rank); the job key as nz_comm_init()
+ * reads it (NEZHA_JOB_KEY, NEZHA_JOB_KEY_FILE, NEZHA_INSECURE=1); optional
+ * NEZHA_TIMEOUT_MS,
  * NEZHA_OP_TIMEOUT_MS, NEZHA_WAIT_TIMEOUT_MS, NEZHA_RAILS (comma-separated
  * rail names) and NEZHA_DEBUG=1 (NZ_COMM_F_VERBOSE).
  */
@@ -185,13 +232,15 @@ int nz_comm_init_env(struct nz_comm **out);
  *  - get: copy the value of an existing key into buf[0..cap) and its length
  *    into *len; -ENOSPC (with *len) when it is longer than cap.
  *
- * Keys are "nezha/<prefix>/hello/<rank>" (each rank's rails) and
- * "nezha/<prefix>/job" (rank 0's answer: the job id, the secret the
- * modules authenticate each other with, the rail table; or why the job
- * failed).  The job's secret is written to the store once, by rank 0, and
- * read by the ranks that wait for it: it is as private as the store is,
- * which must be reachable by the job's ranks only (as the framework's own
- * rendezvous already requires).  A process group made twice on one store
+ * Keys are "nezha/<prefix>/challenge" (rank 0's nonce), "nezha/<prefix>/
+ * hello/<rank>" (each rank's rails, with a MAC under the job key) and
+ * "nezha/<prefix>/job" (rank 0's answer: the job id and nonce, the rail
+ * table and a MAC for each rank; or why the job failed), and
+ * "nezha/<prefix>/key" with NZ_COMM_F_KEY_FROM_STORE only.  The job key
+ * comes as for nz_comm_init(), so by default the store carries nothing
+ * that lets its readers join: the secret is derived on every rank.  With
+ * NZ_COMM_F_KEY_FROM_STORE the key itself is in the store, and the job is
+ * only as private as the store.  A process group made twice on one store
  * needs a distinct prefix each time (torch's PrefixStore gives one).
  */
 #define NZ_KV_KEY_MAX		128

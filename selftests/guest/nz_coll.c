@@ -2,7 +2,8 @@
 /*
  * Guest test of the collectives over the module's rails: one process per
  * rank, set up from the environment (MASTER_ADDR, MASTER_PORT, RANK,
- * WORLD_SIZE), several ranks per guest allowed.  Each rank prints TAP.
+ * WORLD_SIZE, and the run's job key that vm.sh hands out in
+ * NEZHA_JOB_KEY_FILE), several ranks per guest allowed.  Each rank prints TAP.
  *
  *   nz_coll suite [BIG]   every collective, sizes 0, 1, odd (1001) and
  *                         prime (65537 elements), in place and out of

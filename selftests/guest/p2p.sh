@@ -24,6 +24,55 @@ MASTER_PORT=29500 run_tap p2p "$NZ_BIN/guest/nz_p2p"
 # sender; a quick peer that already left counts as connected.
 MASTER_PORT=29600 run_tap leave "$NZ_BIN/guest/nz_p2p" leave 100 1
 
+# The job key (Documentation/security.rst, "The rendezvous"): vm.sh hands
+# every guest the run's key in NEZHA_JOB_KEY_FILE, and every job above
+# used it.  Without a key there is no job; a rank with another key is
+# refused by rank 0, which times out saying why; NEZHA_INSECURE=1 is the
+# explicit way to join without one.
+check "the run's job key: a file only its owner reads (nezhactl key check)" \
+	"$CTL" key check "${NEZHA_JOB_KEY_FILE:-unset}"
+# Both guests start these jobs together, whatever the tests before took.
+meet() {	# meet NAME: wait (2 min at most) until every guest got here
+	local i
+	: >"$NZ_RUN/meet.$1.$NZ_NODE"
+	for ((i = 0; i < 1200; i++)); do
+		[ "$(find "$NZ_RUN" -maxdepth 1 -name "meet.$1.*" | wc -l)" -ge "$NZ_NODES" ] &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
+keyjob() {	# keyjob NAME PORT TIMEOUT_MS [env ARGS...]: a 1-second job of this guest's rank
+	local name=$1 port=$2 tmo=$3
+	shift 3
+	env "$@" MASTER_PORT="$port" NEZHA_TIMEOUT_MS="$tmo" "$NZ_BIN/guest/nz_p2p" drill 1 \
+		>"$NZ_OUT/$name.log" 2>&1
+}
+keyjob nokey 29810 4000 -u NEZHA_JOB_KEY_FILE
+rc=$?
+check "no key: the job stops at once, naming NEZHA_JOB_KEY" \
+	sh -c "[ $rc != 0 ] && grep -q 'job key: none.*NEZHA_JOB_KEY' $NZ_OUT/nokey.log"
+meet otherkey || echo "# the other guest did not come within 2 minutes"
+if [ "$NZ_NODE" = 1 ]; then
+	rm -f "$NZ_OUT/other.key"
+	"$CTL" key generate "$NZ_OUT/other.key" >/dev/null
+	keyjob otherkey 29811 4000 NEZHA_JOB_KEY_FILE="$NZ_OUT/other.key"
+	rc=$?
+	check "rank 1 with another key is refused (EKEYREJECTED)" \
+		sh -c "[ $rc != 0 ] && grep -q 'does not hold this job.s key' $NZ_OUT/otherkey.log"
+else
+	keyjob otherkey 29811 4000
+	rc=$?
+	check "rank 0 does not take rank 1 under another key, and says so" \
+		sh -c "[ $rc != 0 ] && grep -q 'under another key' $NZ_OUT/otherkey.log"
+fi
+sed 's/^/# /' "$NZ_OUT/otherkey.log"
+meet insecure || echo "# the other guest did not come within 2 minutes"
+keyjob insecure 29812 60000 -u NEZHA_JOB_KEY_FILE NEZHA_INSECURE=1
+rc=$?
+check "NEZHA_INSECURE=1: a job without a key forms, with a warning" \
+	sh -c "[ $rc = 0 ] && grep -q 'warning: NEZHA_INSECURE=1' $NZ_OUT/insecure.log"
+
 # The chunk unit comes from the slowest link of the job's rails: NICs that
 # say 40 Mbit/s (virtio-net takes a speed from ethtool) give 32 KiB chunks,
 # as 40 Mbit/s carries 40 KB in 8 ms.  Each rank reads the unit its module

@@ -11,7 +11,10 @@
 #  2. DDP training on scikit-learn's digits, 50 steps, Gloo then Nezha,
 #     same seeds: the per-step losses must agree (torch_train.py);
 #  3. the same script under torchrun (its TCPStore on MASTER_PORT, Nezha's
-#     rendezvous through it);
+#     rendezvous through it), the job key drawn by rank 0 and passed in
+#     that store (NEZHA_KEY_FROM_STORE=1); everywhere else the key is the
+#     run's key file that vm.sh hands out (NEZHA_JOB_KEY_FILE), and
+#     without any key the backend refuses to start;
 #  4. the Nezha training again with guest 0's rail1 cable pulled by the
 #     host at step 20 (failover_host.sh): same losses; then Gloo on both
 #     NICs under the same fault, to show what it does (a comment, not a
@@ -66,6 +69,23 @@ job() {
 	echo "# $name: $((SECONDS - start)) s"
 }
 
+# No key: init_process_group raises, naming the variables (the other ranks
+# of such a job could not authenticate it).
+nokey() {
+	env -u NEZHA_JOB_KEY_FILE RANK=$NZ_NODE WORLD_SIZE=2 MASTER_PORT=29705 timeout -k 5 300 \
+		"$PY" - >"$NZ_OUT/nokey.log" 2>&1 <<'EOF'
+import datetime, torch.distributed as dist, nezha_torch
+try:
+    dist.init_process_group("nezha", timeout=datetime.timedelta(seconds=60))
+except RuntimeError as e:
+    print(e)
+    raise SystemExit(0 if "NEZHA_JOB_KEY" in str(e) and "NEZHA_KEY_FROM_STORE" in str(e) else 1)
+raise SystemExit(1)
+EOF
+}
+check "no job key: init_process_group(\"nezha\") raises, naming NEZHA_JOB_KEY" nokey
+grep -m1 'job key' "$NZ_OUT/nokey.log" | cut -c1-300 | sed 's/^/# /'
+
 job ops2 29700 2 900 "$PY" "$T/torch_ops.py"
 job ops4 29701 4 1200 "$PY" "$T/torch_ops.py"
 
@@ -102,7 +122,8 @@ if [ "$NZ_NODE" = 0 ]; then
 	echo "# $out"
 fi
 
-# Under torchrun: an unmodified script, its store on MASTER_PORT.
+# Under torchrun: an unmodified script, its store on MASTER_PORT; rank 0
+# draws the job key and hands it out through that store.
 # --redirects 2 --tee 1: Debian's torch 1.13 on Python 3.11 cannot parse
 # the default "0" of either (Std.from_str returns None: a zero-valued
 # IntFlag member is not iterated any more), so torchrun dies before it
@@ -110,16 +131,19 @@ fi
 # (each line prefixed "[default0]:").
 trun() {
 	local rc
-	timeout -k 5 600 "$PY" -m torch.distributed.run --nnodes 2 --nproc_per_node 1 \
+	env -u NEZHA_JOB_KEY_FILE NEZHA_KEY_FROM_STORE=1 \
+		timeout -k 5 600 "$PY" -m torch.distributed.run --nnodes 2 --nproc_per_node 1 \
 		--node_rank "$NZ_NODE" --master_addr 10.77.0.1 --master_port 29720 \
 		--redirects 2 --tee 1 \
 		"$T/torch_train.py" --backend nezha >"$NZ_OUT/torchrun.log" 2>&1
 	rc=$?
-	sed -n 's/^\[default0\]://p' "$NZ_OUT/torchrun.log" | grep '^step ' >"$NZ_OUT/torchrun.loss"
+	# torchrun's tee prefixes what it has read so far: a line read in two
+	# parts comes out as "step 4 loss 2.27[default0]:35". Drop every prefix.
+	sed 's/\[default0\]://g' "$NZ_OUT/torchrun.log" | grep '^step ' >"$NZ_OUT/torchrun.loss"
 	[ $rc = 0 ] || tail -5 "$NZ_OUT/torchrun.log" | sed 's/^/# /'
 	return $rc
 }
-check "torchrun, 2 nodes: DDP digits on nezha" trun
+check "torchrun, 2 nodes: DDP digits on nezha, the key through torch's store" trun
 if [ "$NZ_NODE" = 0 ]; then
 	out=$(same_losses torchrun gloo)
 	[ $? = 0 ] && ok "torchrun: nezha's 50 losses equal gloo's" || not_ok "torchrun: nezha's 50 losses equal gloo's" "$out"

@@ -73,6 +73,8 @@ export NZ_NODE=$node NZ_NODES NZ_RAILS NZ_TOP NZ_RUN=$run NZ_MODULE_PARAMS
 export NZ_KO NZ_RDMA_KO NZ_TIME_SCALE
 export NZ_IFS="${ifs[*]}" NZ_ADDRS="${addrs[*]}"
 export NZ_OUT=$run/guest$node.out
+# The run's job key, written by vm.sh: every rendezvous of the run uses it.
+[ -e "$run/job.key" ] && export NEZHA_JOB_KEY_FILE=$run/job.key
 [ -d "$NZ_OUT" ] || fail "no $NZ_OUT"
 cd "$NZ_TOP" || fail "cannot cd to $NZ_TOP"
 

@@ -250,7 +250,8 @@ else
 	mkdir -p "$outdir"
 	outdir=$(realpath -e -- "$outdir")
 	rm -rf "$outdir"/guest*.out
-	rm -f "$outdir"/guest*.{console,result,mon,qemu.log} "$outdir/host.log" "$outdir/job.sh"
+	rm -f "$outdir"/guest*.{console,result,mon,qemu.log} "$outdir/host.log" "$outdir/job.sh" \
+		"$outdir/job.key"
 fi
 plain_path "$outdir"
 [ ${#outdir} -le 90 ] || die "OUTDIR path too long for the monitor sockets: $outdir"
@@ -278,6 +279,19 @@ done
 	printf ' )\n'
 } >"$outdir/job.sh"
 
+# The job key every rendezvous of the run needs (Documentation/libnezha.rst,
+# "The job key"): the launcher hands it out through the run directory, the
+# file system the guests share, as a cluster would through a shared home.
+# guest-stage.sh points NEZHA_JOB_KEY_FILE at it.  A new key for each run.
+rm -f "$outdir/job.key"
+if [ -x "$TOP/build/tools/nezhactl" ]; then
+	"$TOP/build/tools/nezhactl" key generate "$outdir/job.key" >/dev/null ||
+		die "nezhactl key generate $outdir/job.key failed"
+else	# not built: the same, by hand
+	(umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$outdir/job.key" &&
+		echo >>"$outdir/job.key") || die "cannot write $outdir/job.key"
+fi
+
 # --- cleanup -------------------------------------------------------------------
 
 ns=nzt-$$
@@ -298,6 +312,7 @@ cleanup() {
 	done
 	[ -z "$hpid" ] || kill -KILL -- "-$hpid" 2>/dev/null
 	[ -z "$ns_made" ] || ip netns del "$ns" 2>/dev/null
+	rm -f "$outdir/job.key"
 }
 trap cleanup EXIT
 trap 'exit 130' INT

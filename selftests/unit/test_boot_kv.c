@@ -4,6 +4,11 @@
  * (boot_kv.c).  The ranks of a job are threads of this process, the store
  * is an in-memory table behind a mutex (as torch's TCPStore is a table
  * behind a socket), the rails are fake lists: no module, no socket.
+ *
+ * The store is also the attacker's: whoever can write it (anyone who
+ * reaches torch's TCPStore) forges HELLOs and answers, or replays those
+ * of an earlier job; without the job key none is believed, and nothing
+ * in the store lets its readers derive the job's secret (issue 20).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -12,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <arpa/inet.h>
+#include <unistd.h>
 #include "internal.h"
 #include "tap.h"
 
@@ -123,6 +129,36 @@ struct rank_arg {
 static struct kv_store store = {
 	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
 };
+static uint8_t job_key[NZ_JOB_KEY_LEN], other_key[NZ_JOB_KEY_LEN];
+
+/* Some store value holds these bytes. */
+static bool in_store(const void *what, size_t len)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&store.lock);
+	for (unsigned int i = 0; i < store.n; i++)
+		found |= memmem(store.val[i], store.len[i], what, len) != NULL;
+	pthread_mutex_unlock(&store.lock);
+	return found;
+}
+
+/* A copy of the value of key (NULL if none); *len its length. */
+static uint8_t *kv_copy(const char *key, size_t *len)
+{
+	uint8_t *v = NULL;
+	int i;
+
+	pthread_mutex_lock(&store.lock);
+	i = kv_find(&store, key);
+	if (i >= 0) {
+		v = malloc(store.len[i]);
+		memcpy(v, store.val[i], store.len[i]);
+		*len = store.len[i];
+	}
+	pthread_mutex_unlock(&store.lock);
+	return v;
+}
 
 static void *rank_main(void *p)
 {
@@ -148,19 +184,29 @@ static void setup(struct rank_arg *a, int rank, int size, int wsize,
 	}
 	a->cfg = (struct nzi_boot_cfg){ .rank = rank, .size = wsize ? wsize : size,
 					.timeout_ms = tmo, .rails = a->rails,
-					.nrails = nrails, .unit = unit };
+					.nrails = nrails, .unit = unit, .key = job_key };
+}
+
+static pthread_t threads[MAXP];
+
+static void start(struct rank_arg *a, int n, const int *present)
+{
+	for (int r = 0; r < n; r++)
+		if (!present || present[r])
+			pthread_create(&threads[r], NULL, rank_main, &a[r]);
+}
+
+static void finish(int n, const int *present)
+{
+	for (int r = 0; r < n; r++)
+		if (!present || present[r])
+			pthread_join(threads[r], NULL);
 }
 
 static void run(struct rank_arg *a, int n, const int *present)
 {
-	pthread_t t[MAXP];
-
-	for (int r = 0; r < n; r++)
-		if (!present || present[r])
-			pthread_create(&t[r], NULL, rank_main, &a[r]);
-	for (int r = 0; r < n; r++)
-		if (!present || present[r])
-			pthread_join(t[r], NULL);
+	start(a, n, present);
+	finish(n, present);
 }
 
 static void test_formation(int size)
@@ -190,8 +236,11 @@ static void test_formation(int size)
 	tap_ok(same && addrs, "kv: %d ranks: address table has every rank's rail addresses", size);
 	tap_ok(same && !strcmp(a[0].job.rails[0], "rail0") && !strcmp(a[0].job.rails[1], "rail1"),
 	       "kv: slots in rank 0's order");
-	tap_ok(store.sets == (unsigned int)size, "kv: %d ranks write %d keys (one HELLO each but rank 0's, one job)",
-	       size, size);
+	tap_ok(store.sets == (unsigned int)size + 1, "kv: %d ranks write %d keys (a challenge, one HELLO each but rank 0's, one job)",
+	       size, size + 1);
+	tap_ok(same && in_store(a[0].job.nonce, NZI_NONCE_LEN) &&
+	       !in_store(a[0].job.secret, NZ_SECRET_LEN) && !in_store(job_key, NZ_JOB_KEY_LEN),
+	       "kv: the store holds the job's nonce, neither its secret nor the key");
 	for (int r = 0; r < size; r++)
 		nzi_boot_job_free(&a[r].job);
 }
@@ -255,15 +304,182 @@ static void test_args(void)
 	       "kv: an over-long prefix is refused (%s)", nz_last_error());
 }
 
+/* The store's writers forge a HELLO of rank 1 before it comes. */
+static void test_forged_hello(void)
+{
+	struct rank_arg a[2];
+	uint8_t msg[NZI_BOOT_HELLO_MAX], nonce_s[NZI_NONCE_LEN] = { 0 }, nonce_c[NZI_NONCE_LEN] = { 0 };
+	struct nzi_hello_auth auth = { .key = other_key, .nonce_s = nonce_s, .nonce_c = nonce_c };
+	uint8_t *ch;
+	size_t len;
+
+	kv_reset(&store);
+	setup(&a[0], 0, 2, 0, 2, 0, 3000);
+	setup(&a[1], 1, 2, 0, 2, 0, 3000);
+	start(a, 1, NULL);		/* rank 0 alone: it writes its challenge */
+	kv_wait(&store, "nezha/pg0/challenge", 1000);
+	ch = kv_copy("nezha/pg0/challenge", &len);
+	if (ch && len == NZI_BOOT_CHALLENGE_LEN)
+		memcpy(nonce_s, ch + NZI_BOOT_HDR_LEN, NZI_NONCE_LEN);
+	free(ch);
+	/* Right challenge, another key: rank 0 must not take it. */
+	len = nzi_boot_encode_hello(msg, &auth, 1, 2, a[1].rails, 2, 0);
+	kv_set(&store, "nezha/pg0/hello/1", msg, len);
+	usleep(100000);
+	pthread_create(&threads[1], NULL, rank_main, &a[1]);
+	finish(2, NULL);
+	tap_ok(!a[0].ret && !a[1].ret && a[0].job.job_id == a[1].job.job_id &&
+	       !memcmp(a[0].job.secret, a[1].job.secret, NZ_SECRET_LEN),
+	       "kv: a HELLO of rank 1 under another key, there first: the real rank 1 still joins (%d, %d: %s)",
+	       a[0].ret, a[1].ret, a[1].err);
+	tap_ok(a[0].job.bad_mac >= 1, "kv: rank 0 dropped the forged HELLO (%u)", a[0].job.bad_mac);
+	for (int r = 0; r < 2; r++)
+		nzi_boot_job_free(&a[r].job);
+}
+
+/*
+ * Job A's HELLO of rank 1, replayed into job B's store before rank 1
+ * writes its own: rank 0 must not form B with A's rails.  Before the
+ * challenge (issue 20) it did: nothing told the two apart.
+ */
+static void test_replay(void)
+{
+	struct rank_arg a[2];
+	uint8_t *old;
+	size_t len = 0;
+
+	kv_reset(&store);
+	setup(&a[0], 0, 2, 0, 2, 0, 3000);
+	setup(&a[1], 1, 2, 0, 2, 0, 3000);
+	a[1].rails[0].addr = htonl(0x0a0000aa);	/* job A's rank 1 elsewhere */
+	run(a, 2, NULL);
+	old = kv_copy("nezha/pg0/hello/1", &len);
+	tap_ok(!a[0].ret && !a[1].ret && old, "kv: job A forms (%d, %d)", a[0].ret, a[1].ret);
+	for (int r = 0; r < 2; r++)
+		nzi_boot_job_free(&a[r].job);
+
+	kv_reset(&store);
+	if (old)
+		kv_set(&store, "nezha/pg0/hello/1", old, len);
+	free(old);
+	setup(&a[0], 0, 2, 0, 2, 0, 3000);
+	setup(&a[1], 1, 2, 0, 2, 0, 3000);
+	start(a, 1, NULL);
+	usleep(150000);
+	pthread_create(&threads[1], NULL, rank_main, &a[1]);
+	finish(2, NULL);
+	tap_ok(!a[0].ret && !a[1].ret && a[0].job.addrs &&
+	       a[0].job.addrs[2].addr == htonl(0x0a000001u | 1u),
+	       "kv: job B forms with rank 1's own rails, not the replayed ones (%d, %d)",
+	       a[0].ret, a[1].ret);
+	tap_ok(a[0].job.bad_mac >= 1, "kv: rank 0 dropped the replayed HELLO (%u)", a[0].job.bad_mac);
+	for (int r = 0; r < 2; r++)
+		nzi_boot_job_free(&a[r].job);
+}
+
+/* A forged answer in "job" before rank 0 writes its own. */
+static void test_forged_answer(void)
+{
+	struct rank_arg a[2];
+	struct nzi_boot_job fake = { .job_id = 42, .size = 2, .nrails = 1, .unit = 65536 };
+	struct nz_comm_addr addrs[2] = { { 0 } };
+	uint8_t hash[32], *msg;
+	size_t len;
+
+	kv_reset(&store);
+	strcpy(fake.rails[0], "rail0");
+	fake.addrs = addrs;
+	msg = nzi_boot_encode_welcome(&fake, 1, &len, hash);
+	nzi_boot_welcome_tag(other_key, hash, hash, 1, hash, msg + len - 32);
+	kv_set(&store, "nezha/pg0/job", msg, len);
+	free(msg);
+	setup(&a[0], 0, 2, 0, 2, 0, 3000);
+	setup(&a[1], 1, 2, 0, 2, 0, 3000);
+	start(a, 2, NULL);
+	finish(2, NULL);
+	tap_ok(!a[0].ret && !a[1].ret && a[1].job.job_id == a[0].job.job_id && a[1].job.job_id != 42,
+	       "kv: a forged answer is not taken; rank 1 gets rank 0's (%d, %d: %s)",
+	       a[0].ret, a[1].ret, a[1].err);
+	tap_ok(a[1].job.bad_mac >= 1, "kv: rank 1 dropped the forged answer (%u)", a[1].job.bad_mac);
+	for (int r = 0; r < 2; r++)
+		nzi_boot_job_free(&a[r].job);
+}
+
+static void test_keys(void)
+{
+	struct rank_arg a[3];
+	uint8_t secret[NZ_SECRET_LEN], *k;
+	size_t len = 0;
+
+	/* Rank 1 has another key: nobody joins, both say why. */
+	kv_reset(&store);
+	setup(&a[0], 0, 2, 0, 2, 0, 500);
+	setup(&a[1], 1, 2, 0, 2, 0, 500);
+	a[1].cfg.key = other_key;
+	run(a, 2, NULL);
+	tap_ok(a[0].ret == -ETIMEDOUT && strstr(a[0].err, "another key"),
+	       "kv: rank 1 with another key: rank 0 times out saying so (%s)", a[0].err);
+	tap_ok(a[1].ret == -ETIMEDOUT, "kv: and rank 1 times out (%d: %s)", a[1].ret, a[1].err);
+
+	setup(&a[0], 0, 2, 0, 2, 0, 500);
+	a[0].cfg.key = NULL;
+	tap_ok(nzi_bootstrap_kv(&a[0].cfg, &a[0].kv, &a[0].job) == -ENOKEY,
+	       "kv: no key, not from the store -> ENOKEY");
+
+	/* The key from the store: rank 0 draws it, the others read it. */
+	kv_reset(&store);
+	for (int r = 0; r < 3; r++) {
+		setup(&a[r], r, 3, 0, 2, 0, 3000);
+		a[r].cfg.key = NULL;
+		a[r].cfg.key_from_store = true;
+	}
+	run(a, 3, NULL);
+	k = kv_copy("nezha/pg0/key", &len);
+	tap_ok(!a[0].ret && !a[1].ret && !a[2].ret && a[1].job.job_id == a[0].job.job_id &&
+	       !memcmp(a[2].job.secret, a[0].job.secret, NZ_SECRET_LEN) && k && len == NZ_JOB_KEY_LEN,
+	       "kv: NEZHA_KEY_FROM_STORE: 3 ranks form the job with the key rank 0 wrote (%d %d %d)",
+	       a[0].ret, a[1].ret, a[2].ret);
+	tap_ok(!in_store(a[0].job.secret, NZ_SECRET_LEN),
+	       "kv: even then the secret itself is not in the store");
+	free(k);
+	memcpy(secret, a[0].job.secret, sizeof(secret));
+	for (int r = 0; r < 3; r++)
+		nzi_boot_job_free(&a[r].job);
+
+	/* Two jobs, one key: two secrets. */
+	kv_reset(&store);
+	setup(&a[0], 0, 2, 0, 2, 0, 3000);
+	setup(&a[1], 1, 2, 0, 2, 0, 3000);
+	run(a, 2, NULL);
+	memcpy(secret, a[0].job.secret, sizeof(secret));
+	nzi_boot_job_free(&a[0].job);
+	nzi_boot_job_free(&a[1].job);
+	kv_reset(&store);
+	setup(&a[0], 0, 2, 0, 2, 0, 3000);
+	setup(&a[1], 1, 2, 0, 2, 0, 3000);
+	run(a, 2, NULL);
+	tap_ok(!a[0].ret && memcmp(secret, a[0].job.secret, NZ_SECRET_LEN) &&
+	       !memcmp(a[1].job.secret, a[0].job.secret, NZ_SECRET_LEN),
+	       "kv: two jobs under one key: two secrets, each the same on its ranks");
+	nzi_boot_job_free(&a[0].job);
+	nzi_boot_job_free(&a[1].job);
+}
+
 int main(void)
 {
-	tap_plan(4 * 3 + 3 + 4 + 2);
+	if (nzi_random(job_key, sizeof(job_key)) || nzi_random(other_key, sizeof(other_key)))
+		return 1;
 	test_formation(2);
 	test_formation(4);
 	test_formation(8);
 	test_missing_rank();
 	test_mismatch();
 	test_args();
+	test_forged_hello();
+	test_replay();
+	test_forged_answer();
+	test_keys();
 	kv_reset(&store);
+	tap_plan(tap_n);
 	return tap_failed ? 1 : 0;
 }

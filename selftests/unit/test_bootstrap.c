@@ -5,6 +5,11 @@
  * 127.0.0.1 with fake rail lists (the module is not needed: the rail list
  * is an input of the bootstrap); results come back through shared memory.
  * Timeouts are short so that the whole file runs in a few seconds.
+ *
+ * Every job runs under a job key drawn at start; strangers (the test
+ * itself, speaking the protocol byte by byte) have none, another one, or
+ * replay what they recorded, and must neither claim a rank nor learn the
+ * job's secret (issue 20, defect 5).
  */
 #include <errno.h>
 #include <signal.h>
@@ -14,10 +19,14 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include "internal.h"
+#include "sha256.h"
 #include "tap.h"
 
 #define MAXP		8	/* processes per job */
@@ -27,8 +36,9 @@ struct result {
 	int ret;		/* nzi_bootstrap()'s result; 1000 = died */
 	int64_t elapsed_ms;
 	uint64_t job_id;
+	uint8_t nonce[NZI_NONCE_LEN];
 	uint8_t secret[NZ_SECRET_LEN];
-	unsigned int size, nrails, rejected, unit;
+	unsigned int size, nrails, rejected, bad_mac, unit;
 	char rails[NZ_MAX_RAILS][NZ_RAIL_NAME_LEN];
 	struct nz_comm_addr addrs[MAXP * NZ_MAX_RAILS];
 	char err[256];
@@ -39,9 +49,12 @@ struct proc {
 	const char *rails;	/* space-separated names, each NAME[:MBPS] */
 	int delay_ms;		/* start this much later */
 	unsigned int unit;	/* chunk unit asked for, 0 = chosen */
+	const uint8_t *key;	/* NULL: the job key */
+	int port;		/* 0: the job's port (else a proxy's) */
 };
 
 static struct result *res;	/* MAXP entries, shared with the children */
+static uint8_t job_key[NZ_JOB_KEY_LEN], other_key[NZ_JOB_KEY_LEN];
 static const char *const names[] = { "eth0", "eth1", "ib0", "roce1" };
 
 static int name_idx(const char *n)
@@ -106,8 +119,10 @@ static void child(int slot, const struct proc *p, int port, int timeout_ms)
 	struct nzi_rail rails[NZ_MAX_RAILS];
 	struct nzi_boot_cfg cfg = {
 		.rank = p->rank, .size = p->size, .master_addr = "127.0.0.1",
-		.master_port = port, .timeout_ms = timeout_ms, .rails = rails,
-		.unit = p->unit, .verbose = getenv("NZ_TEST_VERBOSE") != NULL,
+		.master_port = p->port && p->rank ? p->port : port,
+		.timeout_ms = timeout_ms, .rails = rails, .unit = p->unit,
+		.key = p->key ? p->key : job_key,
+		.verbose = getenv("NZ_TEST_VERBOSE") != NULL,
 	};
 	struct nzi_boot_job job;
 	struct result *r = &res[slot];
@@ -123,6 +138,7 @@ static void child(int slot, const struct proc *p, int port, int timeout_ms)
 	snprintf(r->err, sizeof(r->err), "%s", nz_last_error());
 	if (!r->ret) {
 		r->job_id = job.job_id;
+		memcpy(r->nonce, job.nonce, sizeof(r->nonce));
 		memcpy(r->secret, job.secret, sizeof(r->secret));
 		r->size = job.size;
 		r->nrails = job.nrails;
@@ -134,6 +150,7 @@ static void child(int slot, const struct proc *p, int port, int timeout_ms)
 		nzi_boot_job_free(&job);
 	}
 	r->rejected = job.rejected;
+	r->bad_mac = job.bad_mac;
 	_exit(0);
 }
 
@@ -255,22 +272,22 @@ static void test_formation(void)
 {
 	/* Rank 0 starts late: rank 1 retries until it listens. */
 	static const struct proc two[] = {
-		{ 0, 2, "eth0 eth1", 200, 0 },
-		{ 1, 2, "eth1 eth0", 0, 0 },
+		{ 0, 2, "eth0 eth1", 200, 0, NULL, 0 },
+		{ 1, 2, "eth1 eth0", 0, 0, NULL, 0 },
 	};
 	/* Rank 2 has no ib0: it is not a slot.  Rank 1 lists another order. */
 	static const struct proc three[] = {
-		{ 0, 3, "eth0 ib0 eth1", 0, 0 },
-		{ 1, 3, "eth1 ib0 eth0", 0, 0 },
-		{ 2, 3, "eth0 eth1", 0, 0 },
+		{ 0, 3, "eth0 ib0 eth1", 0, 0, NULL, 0 },
+		{ 1, 3, "eth1 ib0 eth0", 0, 0, NULL, 0 },
+		{ 2, 3, "eth0 eth1", 0, 0, NULL, 0 },
 	};
 	/* roce1 is missing on rank 4 only; eth1 only on rank 0. */
 	static const struct proc five[] = {
-		{ 0, 5, "ib0 roce1 eth0 eth1", 0, 0 },
-		{ 1, 5, "eth0 ib0 roce1", 0, 0 },
-		{ 2, 5, "roce1 ib0 eth0", 30, 0 },
-		{ 3, 5, "eth0 roce1 ib0", 0, 0 },
-		{ 4, 5, "ib0 eth0", 60, 0 },
+		{ 0, 5, "ib0 roce1 eth0 eth1", 0, 0, NULL, 0 },
+		{ 1, 5, "eth0 ib0 roce1", 0, 0, NULL, 0 },
+		{ 2, 5, "roce1 ib0 eth0", 30, 0, NULL, 0 },
+		{ 3, 5, "eth0 roce1 ib0", 0, 0, NULL, 0 },
+		{ 4, 5, "ib0 eth0", 60, 0, NULL, 0 },
 	};
 	int64_t t0 = nzi_now_ms();
 
@@ -286,15 +303,15 @@ static void test_formation(void)
 static void test_timeouts(void)
 {
 	static const struct proc missing2[] = {
-		{ 0, 3, "eth0", 0, 0 },
-		{ 1, 3, "eth0", 0, 0 },
+		{ 0, 3, "eth0", 0, 0, NULL, 0 },
+		{ 1, 3, "eth0", 0, 0, NULL, 0 },
 	};
 	static const struct proc no_root[] = {
-		{ 1, 2, "eth0", 0, 0 },
+		{ 1, 2, "eth0", 0, 0, NULL, 0 },
 	};
 	static const struct proc no_common[] = {
-		{ 0, 2, "eth0", 0, 0 },
-		{ 1, 2, "ib0", 0, 0 },
+		{ 0, 2, "eth0", 0, 0, NULL, 0 },
+		{ 1, 2, "ib0", 0, 0, NULL, 0 },
 	};
 
 	run_job(missing2, 2, free_port(), TMO);
@@ -342,49 +359,106 @@ static void put32(uint8_t *p, uint32_t v)
 	memcpy(p, &v, 4);
 }
 
-/* Send a message, return the errno of rank 0's ABORT answer (0: none). */
-static int send_expect_abort(int port, const uint8_t *msg, size_t len)
+/* Connect to rank 0 and take its challenge: fd, or -1. */
+static int stranger_connect(int port, uint8_t *nonce_s)
 {
-	uint8_t ans[512];
+	uint8_t ch[NZI_BOOT_CHALLENGE_LEN];
 	struct timeval tv = { .tv_sec = 3 };
 	size_t got = 0;
 	ssize_t n;
-	int fd = connect_retry(port), err = 0;
+	int fd = connect_retry(port);
 
 	if (fd < 0)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	send(fd, msg, len, MSG_NOSIGNAL);
-	while ((n = recv(fd, ans + got, sizeof(ans) - got, 0)) > 0)
+	while (got < sizeof(ch) && (n = recv(fd, ch + got, sizeof(ch) - got, 0)) > 0)
 		got += (size_t)n;
-	if (got >= NZI_BOOT_HDR_LEN + 4 && ntohs(*(uint16_t *)(ans + 6)) == NZI_BOOT_ABORT) {
-		uint32_t e;
-
-		memcpy(&e, ans + NZI_BOOT_HDR_LEN, 4);
-		err = (int)ntohl(e);
+	if (got != sizeof(ch) || nzi_boot_parse_challenge(ch, got, nonce_s)) {
+		close(fd);
+		return -1;
 	}
-	close(fd);
-	return err;
+	return fd;
 }
 
-static size_t hello(uint8_t *buf, int rank, int size)
+/*
+ * Send msg on fd and read rank 0's answer until it closes: the errno of
+ * its ABORT, 0 for none, -2 for any other answer (a WELCOME: a stranger
+ * was let in).
+ */
+static int answer_of(int fd, const uint8_t *msg, size_t len)
 {
+	uint8_t ans[512];
+	size_t got = 0;
+	ssize_t n;
+	uint32_t e;
+
+	send(fd, msg, len, MSG_NOSIGNAL);
+	while ((n = recv(fd, ans + got, sizeof(ans) - got, 0)) > 0 && got + (size_t)n < sizeof(ans))
+		got += (size_t)n;
+	close(fd);
+	if (got < NZI_BOOT_HDR_LEN)
+		return 0;
+	if (ntohs(*(uint16_t *)(ans + 6)) != NZI_BOOT_ABORT || got < NZI_BOOT_HDR_LEN + 4)
+		return -2;
+	memcpy(&e, ans + NZI_BOOT_HDR_LEN, 4);
+	return (int)ntohl(e);
+}
+
+/* Send a raw message after the challenge; see answer_of() (-1: no challenge). */
+static int send_expect_abort(int port, const uint8_t *msg, size_t len)
+{
+	uint8_t nonce_s[NZI_NONCE_LEN];
+	int fd = stranger_connect(port, nonce_s);
+
+	return fd < 0 ? -1 : answer_of(fd, msg, len);
+}
+
+/* A HELLO of rank of a job of size with one rail, answering nonce_s under key. */
+static size_t hello(uint8_t *buf, const uint8_t *key, const uint8_t *nonce_s,
+		    int rank, int size)
+{
+	uint8_t nonce_c[NZI_NONCE_LEN];
+	struct nzi_hello_auth auth = { .key = key, .nonce_s = nonce_s, .nonce_c = nonce_c };
 	struct nzi_rail r[1];
 
+	memset(nonce_c, rank, sizeof(nonce_c));
 	make_rails(rank, "eth0", r);
-	return nzi_boot_encode_hello(buf, rank, size, r, 1, 0);
+	return nzi_boot_encode_hello(buf, &auth, rank, size, r, 1, 0);
+}
+
+/* Send a HELLO under key (tweak: 1 = 5 rails announced, 2 = unit 1000). */
+static int hello_expect_abort(int port, const uint8_t *key, int rank, int size, int tweak)
+{
+	uint8_t nonce_s[NZI_NONCE_LEN], msg[NZI_BOOT_HELLO_MAX];
+	int fd = stranger_connect(port, nonce_s);
+	size_t len;
+
+	if (fd < 0)
+		return -1;
+	len = hello(msg, key, nonce_s, rank, size);
+	if (tweak) {	/* change a field, then MAC it again under key */
+		struct nzi_hmac m;
+
+		put32(msg + NZI_BOOT_HDR_LEN + (tweak == 1 ? 8 : 12), tweak == 1 ? 5 : 1000);
+		nzi_hmac_init(&m, key, NZ_JOB_KEY_LEN);
+		nzi_hmac_update(&m, "nezha rendezvous v3 hello", 26);
+		nzi_hmac_update(&m, nonce_s, NZI_NONCE_LEN);
+		nzi_hmac_update(&m, msg, len - NZI_MAC_LEN);
+		nzi_hmac_final(&m, msg + len - NZI_MAC_LEN);
+	}
+	return answer_of(fd, msg, len);
 }
 
 static void test_strangers(void)
 {
 	static const struct proc job[] = {
-		{ 0, 3, "eth0", 0, 0 },
-		{ 1, 3, "eth0", 600, 0 },
-		{ 2, 3, "eth0", 600, 0 },
-		{ 3, 4, "eth0", 100, 0 },	/* a rank of a 4-rank job */
+		{ 0, 3, "eth0", 0, 0, NULL, 0 },
+		{ 1, 3, "eth0", 600, 0, NULL, 0 },
+		{ 2, 3, "eth0", 600, 0, NULL, 0 },
+		{ 3, 4, "eth0", 100, 0, NULL, 0 },	/* a rank of a 4-rank job */
 	};
-	uint8_t msg[NZI_BOOT_HELLO_MAX + 64];
-	int port = free_port(), idle, fd, e1, e2, e3, e4, e5;
+	uint8_t msg[NZI_BOOT_HELLO_MAX + 64], nonce_s[NZI_NONCE_LEN];
+	int port = free_port(), idle, fd, e1, e2, e3, e4, e5, e6, e7;
 	size_t len;
 
 	start_job(job, 4, port, 4000);
@@ -393,27 +467,29 @@ static void test_strangers(void)
 	memset(msg, 0x5a, 64);
 	e1 = send_expect_abort(port, msg, 64);
 	/* A hello with a wrong magic. */
-	len = hello(msg, 1, 3);
+	memset(nonce_s, 0, sizeof(nonce_s));
+	len = hello(msg, job_key, nonce_s, 1, 3);
 	put32(msg, 0x12345678);
 	e2 = send_expect_abort(port, msg, len);
 	/* Right magic, unknown protocol version. */
-	len = hello(msg, 1, 3);
+	len = hello(msg, job_key, nonce_s, 1, 3);
 	msg[4] = 0;
 	msg[5] = 99;
 	e3 = send_expect_abort(port, msg, len);
-	/* Rank out of range. */
-	len = hello(msg, 7, 3);
-	e4 = send_expect_abort(port, msg, len);
-	/* A malformed rail list (length does not match nrails). */
-	len = hello(msg, 1, 3);
-	put32(msg + NZI_BOOT_HDR_LEN + 8, 5);
-	e5 = send_expect_abort(port, msg, len);
-	/* A real-looking rank 1 that leaves before the job forms. */
-	fd = connect_retry(port);
-	len = hello(msg, 1, 3);
-	send(fd, msg, len, MSG_NOSIGNAL);
-	usleep(50000);
-	close(fd);
+	/* Rank 1 without the key (a key of its own). */
+	e4 = hello_expect_abort(port, other_key, 1, 3, 0);
+	/* With the key: a rank out of range, a malformed rail list, a bad unit. */
+	e5 = hello_expect_abort(port, job_key, 7, 3, 0);
+	e6 = hello_expect_abort(port, job_key, 1, 3, 1);
+	e7 = hello_expect_abort(port, job_key, 1, 3, 2);
+	/* A real rank 1 that leaves before the job forms. */
+	fd = stranger_connect(port, nonce_s);
+	if (fd >= 0) {
+		len = hello(msg, job_key, nonce_s, 1, 3);
+		send(fd, msg, len, MSG_NOSIGNAL);
+		usleep(50000);
+		close(fd);
+	}
 	finish_job(4);
 	if (idle >= 0)
 		close(idle);
@@ -421,14 +497,447 @@ static void test_strangers(void)
 	tap_ok(e1 == 0 && e2 == 0, "garbage and a wrong magic are dropped without an answer (%d, %d)",
 	       e1, e2);
 	tap_ok(e3 == EPROTO, "another protocol version is told EPROTO (%d)", e3);
-	tap_ok(e4 == EINVAL, "rank >= size is told EINVAL (%d)", e4);
-	tap_ok(e5 == EINVAL, "a malformed rail list is told EINVAL (%d)", e5);
+	tap_ok(e4 == EKEYREJECTED, "a HELLO under another key is told EKEYREJECTED (%d)", e4);
+	tap_ok(e5 == EINVAL, "rank >= size, with the key, is told EINVAL (%d)", e5);
+	tap_ok(e6 == EPROTO, "a malformed rail list is told EPROTO (%d)", e6);
+	tap_ok(e7 == EINVAL, "a hello asking for a 1000-byte unit is told EINVAL (%d)", e7);
 	tap_ok(res[3].ret == -EINVAL && strstr(res[3].err, "size"),
 	       "a rank of a job of another size gets -EINVAL (%d: %s)", res[3].ret, res[3].err);
 	tap_ok(!res[0].ret && !res[1].ret && !res[2].ret && same_job(0, 3),
 	       "strangers and a rank that left: the job still forms (%d %d %d)",
 	       res[0].ret, res[1].ret, res[2].ret);
-	tap_ok(res[0].rejected >= 6, "rank 0 counted the dropped connections (%u)", res[0].rejected);
+	tap_ok(res[0].rejected >= 8 && res[0].bad_mac == 1,
+	       "rank 0 counted the dropped connections (%u), one without the key (%u)",
+	       res[0].rejected, res[0].bad_mac);
+}
+
+/*
+ * A stranger reaches rank 0 before the real rank 1 and claims rank 1:
+ * without the key, with another key, and with a HELLO under the key of
+ * another job's challenge.  Before the key (issue 20) it got the WELCOME,
+ * the job's secret in it, and the real rank 1 was shut out.
+ */
+static void test_claim(void)
+{
+	static const struct proc job[] = {
+		{ 0, 2, "eth0", 0, 0, NULL, 0 },
+		{ 1, 2, "eth0", 500, 0, NULL, 0 },
+	};
+	uint8_t msg[NZI_BOOT_HELLO_MAX], nonce_s[NZI_NONCE_LEN], zero[NZ_JOB_KEY_LEN] = { 0 };
+	int port = free_port(), e1, e2, e3 = -1, fd;
+	size_t len;
+
+	start_job(job, 2, port, 3000);
+	e1 = hello_expect_abort(port, zero, 1, 2, 0);		/* no key (all zero) */
+	e2 = hello_expect_abort(port, other_key, 1, 2, 0);	/* another key */
+	fd = stranger_connect(port, nonce_s);
+	if (fd >= 0) {		/* the key, but another challenge */
+		nonce_s[0] ^= 1;
+		len = hello(msg, job_key, nonce_s, 1, 2);
+		e3 = answer_of(fd, msg, len);
+	}
+	finish_job(2);
+	tap_ok(e1 == EKEYREJECTED && e2 == EKEYREJECTED && e3 == EKEYREJECTED,
+	       "a stranger claiming rank 1 first, without the key, with another, or off the challenge: EKEYREJECTED, no WELCOME (%d, %d, %d)",
+	       e1, e2, e3);
+	tap_ok(!res[0].ret && !res[1].ret && same_job(0, 2),
+	       "the real rank 1, coming later, joins and the job forms (%d, %d: %s)",
+	       res[0].ret, res[1].ret, res[1].err);
+	tap_ok(res[0].bad_mac == 3, "rank 0 counted 3 HELLOs whose MAC failed (%u)", res[0].bad_mac);
+}
+
+/* ---- A recording proxy in front of rank 0 ---- */
+
+#define REC_MAX	(64 * 1024)
+struct recording {
+	size_t n[2];		/* [0] rank -> rank 0, [1] rank 0 -> rank */
+	uint8_t buf[2][REC_MAX];
+	int conns;
+};
+static struct recording *rec;
+
+/* Relay every connection to listen_port on to port, recording both ways. */
+static pid_t start_proxy(int listen_port, int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)listen_port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	pid_t pid;
+
+	memset(rec, 0, sizeof(*rec));
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 8))
+		return -1;
+	fflush(stdout);
+	pid = fork();
+	if (pid) {
+		close(lfd);
+		return pid;
+	}
+	alarm(10);
+	for (;;) {
+		int c = accept(lfd, NULL, NULL), u = c < 0 ? -1 : connect_retry(port);
+		struct pollfd pfd[2] = { { .fd = c, .events = POLLIN }, { .fd = u, .events = POLLIN } };
+
+		if (u < 0) {
+			close(c);
+			continue;
+		}
+		rec->conns++;
+		while (poll(pfd, 2, 5000) > 0) {
+			int from = pfd[0].revents ? 0 : 1;
+			uint8_t b[4096];
+			ssize_t n = recv(pfd[from].fd, b, sizeof(b), 0);
+
+			if (n <= 0)
+				break;
+			if (rec->n[from] + (size_t)n <= REC_MAX) {
+				memcpy(rec->buf[from] + rec->n[from], b, (size_t)n);
+				rec->n[from] += (size_t)n;
+			}
+			send(pfd[!from].fd, b, (size_t)n, MSG_NOSIGNAL);
+		}
+		close(c);
+		close(u);
+	}
+}
+
+static void stop_proxy(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+static bool recorded(const void *what, size_t len)
+{
+	return memmem(rec->buf[0], rec->n[0], what, len) ||
+	       memmem(rec->buf[1], rec->n[1], what, len);
+}
+
+/*
+ * Rank 1 of job A talks to rank 0 through a recording proxy.  The bytes:
+ * the job id and job nonce travel (the recording works), the secret and
+ * the key do not (before issue 20 the WELCOME carried the secret).  Then
+ * job B under the same key: a stranger replays rank 1's recorded HELLO
+ * first, and is refused; the secrets of A and B differ.
+ */
+static void test_replay_and_wire(void)
+{
+	struct proc job[] = {
+		{ 0, 2, "eth0 eth1", 0, 0, NULL, 0 },
+		{ 1, 2, "eth0 eth1", 200, 0, NULL, 0 },
+	};
+	uint8_t nonce_s[NZI_NONCE_LEN], id[8], secret_a[NZ_SECRET_LEN], hello_a[NZI_BOOT_HELLO_MAX];
+	size_t hlen = 0;
+	int port = free_port(), pport = free_port(), e = -1, fd;
+	uint64_t id_a;
+	pid_t proxy;
+
+	proxy = start_proxy(pport, port);
+	job[1].port = pport;
+	run_job(job, 2, port, 3000);
+	if (proxy > 0)
+		stop_proxy(proxy);
+	tap_ok(proxy > 0 && !res[0].ret && !res[1].ret && same_job(0, 2) && rec->conns == 1,
+	       "job A forms with rank 1 behind a recording proxy (%d, %d, %d connection)",
+	       res[0].ret, res[1].ret, rec->conns);
+	id_a = res[0].job_id;
+	for (int i = 0; i < 8; i++)
+		id[i] = (uint8_t)(id_a >> (56 - 8 * i));
+	tap_ok(recorded(id, 8) && recorded(res[0].nonce, NZI_NONCE_LEN),
+	       "the recording holds the WELCOME: job id and job nonce (%zu and %zu bytes each way)",
+	       rec->n[0], rec->n[1]);
+	tap_ok(!recorded(res[0].secret, NZ_SECRET_LEN) && !recorded(res[1].secret, NZ_SECRET_LEN),
+	       "the job's secret is never on the wire");
+	tap_ok(!recorded(job_key, NZ_JOB_KEY_LEN), "nor is the job key");
+	memcpy(secret_a, res[0].secret, sizeof(secret_a));
+	/* Rank 1's HELLO: what it sent after connecting. */
+	if (rec->n[0] >= NZI_BOOT_HDR_LEN) {
+		hlen = NZI_BOOT_HDR_LEN + ntohl(*(uint32_t *)(rec->buf[0] + 8));
+		if (hlen <= sizeof(hello_a) && hlen <= rec->n[0])
+			memcpy(hello_a, rec->buf[0], hlen);
+		else
+			hlen = 0;
+	}
+
+	/* Job B, same key: the stranger replays the HELLO before rank 1 comes. */
+	job[1].port = 0;
+	job[1].delay_ms = 500;
+	port = free_port();
+	start_job(job, 2, port, 3000);
+	fd = stranger_connect(port, nonce_s);
+	if (fd >= 0 && hlen)
+		e = answer_of(fd, hello_a, hlen);
+	finish_job(2);
+	tap_ok(hlen && e == EKEYREJECTED, "job B: rank 1's HELLO of job A, replayed, is told EKEYREJECTED (%d)", e);
+	tap_ok(!res[0].ret && !res[1].ret && same_job(0, 2) && res[0].bad_mac == 1,
+	       "job B: the real rank 1 joins after the replay (%d, %d, %u dropped)",
+	       res[0].ret, res[1].ret, res[0].bad_mac);
+	tap_ok(!res[0].ret && memcmp(res[0].secret, secret_a, NZ_SECRET_LEN) &&
+	       memcmp(res[0].secret, job_key, NZ_SECRET_LEN),
+	       "jobs A and B, one key: two secrets, neither of them the key");
+}
+
+/* A rank with another key is refused at once; rank 0 says why it waited. */
+static void test_wrong_key(void)
+{
+	static const struct proc job[] = {
+		{ 0, 2, "eth0", 0, 0, NULL, 0 },
+		{ 1, 2, "eth0", 0, 0, other_key, 0 },
+	};
+
+	run_job(job, 2, free_port(), TMO);
+	tap_ok(res[1].ret == -EKEYREJECTED && strstr(res[1].err, "key") &&
+	       res[1].elapsed_ms < TMO,
+	       "a rank with another key gets -EKEYREJECTED before the timeout (%d, %lld ms: %s)",
+	       res[1].ret, (long long)res[1].elapsed_ms, res[1].err);
+	tap_ok(res[0].ret == -ETIMEDOUT && strstr(res[0].err, "another key"),
+	       "rank 0 times out saying a HELLO under another key came (%s)", res[0].err);
+}
+
+/* Rank 0 listens on MASTER_ADDR only, never on every address. */
+static void test_listen(void)
+{
+	static const struct proc one[] = { { 0, 2, "eth0", 0, 0, NULL, 0 } };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(0x7f000002) };	/* 127.0.0.2 */
+	struct nzi_rail rails[1];
+	struct nzi_boot_cfg cfg = { .rank = 0, .size = 2, .master_addr = "192.0.2.1",
+				    .master_port = free_port(), .timeout_ms = 2000,
+				    .rails = rails, .key = job_key };
+	struct nzi_boot_job job;
+	int64_t t0 = nzi_now_ms();
+	int ret, fd, port = free_port(), conn;
+
+	cfg.nrails = make_rails(0, "eth0", rails);
+	ret = nzi_bootstrap(&cfg, &job);	/* TEST-NET-1: no host has it */
+	tap_ok(ret == -EADDRNOTAVAIL && strstr(nz_last_error(), "MASTER_ADDR") &&
+	       nzi_now_ms() - t0 < 1000,
+	       "MASTER_ADDR not an address of rank 0: -EADDRNOTAVAIL at once, no listening on every address (%d: %s)",
+	       ret, nz_last_error());
+	cfg.master_addr = "no-such-host.invalid";
+	ret = nzi_bootstrap(&cfg, &job);
+	tap_ok(ret == -EADDRNOTAVAIL && strstr(nz_last_error(), "resolve"),
+	       "MASTER_ADDR that does not resolve: -EADDRNOTAVAIL (%s)", nz_last_error());
+
+	start_job(one, 1, port, 800);
+	fd = connect_retry(port);	/* 127.0.0.1: rank 0 is there */
+	sa.sin_port = htons((uint16_t)port);
+	conn = socket(AF_INET, SOCK_STREAM, 0);
+	ret = connect(conn, (struct sockaddr *)&sa, sizeof(sa)) ? errno : 0;
+	close(conn);
+	if (fd >= 0)
+		close(fd);
+	finish_job(1);
+	tap_ok(fd >= 0 && ret == ECONNREFUSED,
+	       "rank 0 on 127.0.0.1 is not reachable on 127.0.0.2 (%s)", strerror(ret));
+}
+
+/*
+ * Strangers fill rank 0's table of unauthenticated connections and keep
+ * opening more while rank 1 joins.  Before issue 20 a full table refused
+ * the newcomer: rank 1 got -ECONNRESET.
+ */
+static void test_flood(void)
+{
+	static const struct proc job[] = {
+		{ 0, 2, "eth0", 0, 0, NULL, 0 },
+		{ 1, 2, "eth0", 500, 0, NULL, 0 },
+	};
+	int port = free_port(), status = 0;
+	pid_t flooder;
+
+	start_job(job, 2, port, 4000);
+	fflush(stdout);
+	flooder = fork();
+	if (!flooder) {
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		static int fds[400];
+		int n = 0, made = 0;
+		int64_t end = nzi_now_ms() + 1500;
+
+		alarm(5);
+		close(connect_retry(port));	/* rank 0 listens */
+		while (nzi_now_ms() < end) {	/* 80 at once, then one every ms */
+			if (n == 400) {
+				for (int i = 0; i < 200; i++)
+					close(fds[i]);
+				memmove(fds, fds + 200, 200 * sizeof(fds[0]));
+				n = 200;
+			}
+			/* Not waiting for the handshake: a full backlog stalls nobody. */
+			fds[n] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+			connect(fds[n++], (struct sockaddr *)&sa, sizeof(sa));
+			if (++made > 80)
+				usleep(1000);
+		}
+		_exit(0);
+	}
+	finish_job(2);
+	waitpid(flooder, &status, 0);
+	tap_ok(!res[0].ret && !res[1].ret && same_job(0, 2),
+	       "a flood of idle connections: rank 1 still joins (%d, %d in %lld ms)",
+	       res[0].ret, res[1].ret, (long long)res[1].elapsed_ms);
+	tap_ok(res[0].rejected >= 64, "rank 0 dropped the oldest strangers (%u)", res[0].rejected);
+}
+
+/* ---- Job keys ---- */
+
+static char keydir[] = "/tmp/nz-test-key.XXXXXX";
+
+/* A key file of mode with content; returns its path (static buffer). */
+static const char *key_file(const char *name, mode_t mode, const char *content)
+{
+	static char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", keydir, name);
+	unlink(path);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	if (fd >= 0) {
+		if (write(fd, content, strlen(content)) < 0)
+			tap_diag("write %s: %s", path, strerror(errno));
+		fchmod(fd, mode);
+		close(fd);
+	}
+	return path;
+}
+
+static void test_keys(void)
+{
+	char hex[NZ_JOB_KEY_HEX_LEN + 1], hex2[NZ_JOB_KEY_HEX_LEN + 1], line[100];
+	uint8_t k1[NZ_JOB_KEY_LEN], k2[NZ_JOB_KEY_LEN];
+	struct nz_comm_opts o = { .rank = 0, .size = 2 };
+	struct nzi_key k;
+	bool hexok = true;
+	int ret;
+
+	tap_ok(!nz_job_key_generate(hex, sizeof(hex)) && !nz_job_key_generate(hex2, sizeof(hex2)) &&
+	       strlen(hex) == NZ_JOB_KEY_HEX_LEN && strcmp(hex, hex2),
+	       "nz_job_key_generate: 64 hex digits, a new key each time");
+	for (int i = 0; hex[i]; i++)
+		hexok &= !!strchr("0123456789abcdef", hex[i]);
+	tap_ok(hexok && nz_job_key_generate(hex2, NZ_JOB_KEY_HEX_LEN) == -ENOSPC,
+	       "nz_job_key_generate: lowercase hex; -ENOSPC without room for the NUL");
+	snprintf(line, sizeof(line), "  %s\n", hex);
+	tap_ok(!nzi_key_parse(line, strlen(line), k1) && !nzi_key_parse(hex, 64, k2) &&
+	       !memcmp(k1, k2, sizeof(k1)),
+	       "nzi_key_parse: blanks around the digits are allowed");
+	for (int i = 0; i < 64; i++)
+		line[i] = (char)(hex[i] >= 'a' ? hex[i] - 32 : hex[i]);
+	tap_ok(!nzi_key_parse(line, 64, k2) && !memcmp(k1, k2, sizeof(k1)),
+	       "nzi_key_parse: uppercase digits are the same key");
+	tap_ok(nzi_key_parse(hex, 63, k2) == -EINVAL && nzi_key_parse("zz", 2, k2) == -EINVAL,
+	       "nzi_key_parse: 63 digits, or not hex -> EINVAL");
+	line[5] = 'g';
+	tap_ok(nzi_key_parse(line, 64, k2) == -EINVAL, "nzi_key_parse: a non-hex digit inside -> EINVAL");
+
+	if (!mkdtemp(keydir)) {
+		tap_skip("key files", "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	snprintf(line, sizeof(line), "%s\n", hex);
+	tap_ok(!nz_job_key_read_file(key_file("ok", 0600, line), k2) && !memcmp(k1, k2, sizeof(k1)),
+	       "a key file of mode 0600 is read (%s)", nz_last_error());
+	tap_ok(!nz_job_key_read_file(key_file("ro", 0400, line), k2),
+	       "a key file of mode 0400 is read");
+	ret = nz_job_key_read_file(key_file("world", 0644, line), k2);
+	tap_ok(ret == -EPERM && strstr(nz_last_error(), "0644") && strstr(nz_last_error(), "chmod 600"),
+	       "a world-readable key file (0644) is refused with -EPERM (%s)", nz_last_error());
+	tap_ok(nz_job_key_read_file(key_file("group", 0640, line), k2) == -EPERM &&
+	       nz_job_key_read_file(key_file("gw", 0620, line), k2) == -EPERM &&
+	       nz_job_key_read_file(key_file("ox", 0601, line), k2) == -EPERM,
+	       "group-readable (0640), group-writable (0620), other-executable (0601): -EPERM");
+	tap_ok(nz_job_key_read_file(key_file("short", 0600, "abcd\n"), k2) == -EINVAL &&
+	       strstr(nz_last_error(), "64 hex digits"),
+	       "a key file without a key -> EINVAL (%s)", nz_last_error());
+	tap_ok(nz_job_key_read_file(keydir, k2) == -EINVAL &&
+	       nz_job_key_read_file("/nonexistent/key", k2) == -ENOENT,
+	       "a directory -> EINVAL, a missing file -> ENOENT");
+	if (geteuid() == 0 && !chmod(keydir, 0711)) {
+		const char *p = key_file("theirs", 0600, line);
+		int mine = -1, theirs = -1, own = -1;
+
+		/* As user 4242: root's 0600 key file cannot even be opened. */
+		if (!setegid(4242) && !seteuid(4242)) {
+			mine = nz_job_key_read_file(p, k2);
+			if (seteuid(0) || setegid(0))
+				tap_diag("cannot get root back");
+		}
+		/* The file becomes user 4242's: root refuses it, 4242 reads it. */
+		if (!chown(p, 4242, 4242)) {
+			theirs = nz_job_key_read_file(p, k2);
+			if (!setegid(4242) && !seteuid(4242)) {
+				own = nz_job_key_read_file(p, k2);
+				if (seteuid(0) || setegid(0))
+					tap_diag("cannot get root back");
+			}
+		}
+		tap_ok(mine == -EACCES, "another user cannot open a 0600 key file (%d)", mine);
+		tap_ok(theirs == -EPERM, "a key file of another user is refused, even by root (%d)", theirs);
+		tap_ok(own == 0, "its owner reads it (%d)", own);
+	} else {
+		tap_skip("another user cannot open a 0600 key file", "not root");
+		tap_skip("a key file of another user is refused", "not root");
+		tap_skip("its owner reads it", "not root");
+	}
+
+	/* Where nz_comm_init() finds the key. */
+	unsetenv("NEZHA_JOB_KEY");
+	unsetenv("NEZHA_JOB_KEY_FILE");
+	unsetenv("NEZHA_INSECURE");
+	unsetenv("NEZHA_KEY_FROM_STORE");
+	ret = nzi_key_resolve(&o, false, &k);
+	tap_ok(ret == -ENOKEY && strstr(nz_last_error(), "NEZHA_JOB_KEY") &&
+	       strstr(nz_last_error(), "NEZHA_JOB_KEY_FILE") && strstr(nz_last_error(), "NEZHA_INSECURE"),
+	       "no key for 2 ranks -> ENOKEY naming the variables (%s)", nz_last_error());
+	o.size = 1;
+	tap_ok(!nzi_key_resolve(&o, false, &k) && k.mode == NZI_KEY_GIVEN,
+	       "one rank needs no key");
+	o.size = 2;
+	setenv("NEZHA_JOB_KEY", hex, 1);
+	tap_ok(!nzi_key_resolve(&o, false, &k) && !memcmp(k.key, k1, sizeof(k1)),
+	       "NEZHA_JOB_KEY is the key");
+	o.key = job_key;
+	tap_ok(!nzi_key_resolve(&o, false, &k) && !memcmp(k.key, job_key, sizeof(k1)),
+	       "opts.key wins over the environment");
+	o.key = NULL;
+	setenv("NEZHA_JOB_KEY_FILE", key_file("ok", 0600, line), 1);
+	tap_ok(nzi_key_resolve(&o, false, &k) == -EINVAL, "both NEZHA_JOB_KEY and NEZHA_JOB_KEY_FILE -> EINVAL");
+	unsetenv("NEZHA_JOB_KEY");
+	tap_ok(!nzi_key_resolve(&o, false, &k) && !memcmp(k.key, k1, sizeof(k1)),
+	       "NEZHA_JOB_KEY_FILE is read");
+	setenv("NEZHA_JOB_KEY_FILE", key_file("world", 0644, line), 1);
+	tap_ok(nzi_key_resolve(&o, false, &k) == -EPERM, "NEZHA_JOB_KEY_FILE of mode 0644 -> EPERM");
+	unsetenv("NEZHA_JOB_KEY_FILE");
+	setenv("NEZHA_JOB_KEY", "0123", 1);
+	tap_ok(nzi_key_resolve(&o, false, &k) == -EINVAL && strstr(nz_last_error(), "NEZHA_JOB_KEY"),
+	       "a malformed NEZHA_JOB_KEY -> EINVAL naming it");
+	unsetenv("NEZHA_JOB_KEY");
+	setenv("NEZHA_KEY_FROM_STORE", "1", 1);
+	tap_ok(nzi_key_resolve(&o, false, &k) == -EINVAL && !nzi_key_resolve(&o, true, &k) &&
+	       k.mode == NZI_KEY_FROM_STORE,
+	       "NEZHA_KEY_FROM_STORE=1: only through a store");
+	unsetenv("NEZHA_KEY_FROM_STORE");
+	setenv("NEZHA_INSECURE", "0", 1);
+	tap_ok(nzi_key_resolve(&o, false, &k) == -ENOKEY, "NEZHA_INSECURE=0 is no opt-out");
+	setenv("NEZHA_INSECURE", "1", 1);
+	memset(k2, 0, sizeof(k2));
+	tap_ok(!nzi_key_resolve(&o, false, &k) && k.mode == NZI_KEY_INSECURE &&
+	       !memcmp(k.key, k2, sizeof(k2)),
+	       "NEZHA_INSECURE=1: the public all-zero key");
+	unsetenv("NEZHA_INSECURE");
+
+	unlink(key_file("ok", 0600, ""));
+	unlink(key_file("ro", 0600, ""));
+	unlink(key_file("world", 0600, ""));
+	unlink(key_file("group", 0600, ""));
+	unlink(key_file("gw", 0600, ""));
+	unlink(key_file("ox", 0600, ""));
+	unlink(key_file("short", 0600, ""));
+	unlink(key_file("theirs", 0600, ""));
+	rmdir(keydir);
 }
 
 /* ---- Chunk units ---- */
@@ -463,35 +972,33 @@ static void test_units(void)
 	};
 	/* The slowest known link of the slots: eth1 at 20 on rank 2. */
 	static const struct proc slowest[] = {
-		{ 0, 3, "eth0:1000 eth1:100", 0, 0 },
-		{ 1, 3, "eth1 eth0:1000", 0, 0 },
-		{ 2, 3, "eth0:25000 eth1:20", 0, 0 },
+		{ 0, 3, "eth0:1000 eth1:100", 0, 0, NULL, 0 },
+		{ 1, 3, "eth1 eth0:1000", 0, 0, NULL, 0 },
+		{ 2, 3, "eth0:25000 eth1:20", 0, 0, NULL, 0 },
 	};
 	/* ib0 at 10 is on rank 0 only: not a slot, so it does not count. */
 	static const struct proc noslot[] = {
-		{ 0, 2, "eth0:1000 ib0:10", 0, 0 },
-		{ 1, 2, "eth0:1000", 0, 0 },
+		{ 0, 2, "eth0:1000 ib0:10", 0, 0, NULL, 0 },
+		{ 1, 2, "eth0:1000", 0, 0, NULL, 0 },
 	};
 	static const struct proc unknown[] = {
-		{ 0, 2, "eth0 eth1", 0, 0 },
-		{ 1, 2, "eth0 eth1", 0, 0 },
+		{ 0, 2, "eth0 eth1", 0, 0, NULL, 0 },
+		{ 1, 2, "eth0 eth1", 0, 0, NULL, 0 },
 	};
 	/* One rank asks: every rank gets it, whatever the speeds. */
 	static const struct proc asked[] = {
-		{ 0, 3, "eth0:40", 0, 0 },
-		{ 1, 3, "eth0:40", 0, 262144 },
-		{ 2, 3, "eth0:40", 0, 0 },
+		{ 0, 3, "eth0:40", 0, 0, NULL, 0 },
+		{ 1, 3, "eth0:40", 0, 262144, NULL, 0 },
+		{ 2, 3, "eth0:40", 0, 0, NULL, 0 },
 	};
 	static const struct proc differ[] = {
-		{ 0, 2, "eth0:40", 0, 65536 },
-		{ 1, 2, "eth0:40", 0, 32768 },
+		{ 0, 2, "eth0:40", 0, 65536, NULL, 0 },
+		{ 1, 2, "eth0:40", 0, 32768, NULL, 0 },
 	};
 	struct nzi_rail rails[2];
 	struct nzi_boot_cfg cfg = { .rank = 0, .size = 1, .rails = rails };
 	struct nzi_boot_job job;
-	uint8_t msg[NZI_BOOT_HELLO_MAX];
-	int bad = 0, port, e;
-	size_t len;
+	int bad = 0, e;
 
 	for (unsigned int i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		if (nzi_unit_for_speed(t[i].mbps) != t[i].unit) {
@@ -523,28 +1030,15 @@ static void test_units(void)
 		nzi_boot_job_free(&job);
 	cfg.unit = 12288;
 	tap_ok(nzi_bootstrap(&cfg, &job) == -EINVAL, "a unit not a power of two -> EINVAL");
-
-	/* A hostile hello asking for a unit the module would refuse. */
-	{
-		static const struct proc one[] = { { 0, 2, "eth0", 0, 0 } };
-
-		port = free_port();
-		start_job(one, 1, port, 1500);
-		len = hello(msg, 1, 2);
-		put32(msg + NZI_BOOT_HDR_LEN + 12, 1000);
-		e = send_expect_abort(port, msg, len);
-		finish_job(1);
-		tap_ok(e == EINVAL, "a hello asking for a 1000-byte unit is told EINVAL (%d)", e);
-	}
 }
 
 static void test_duplicate(void)
 {
 	static const struct proc job[] = {
-		{ 0, 3, "eth0", 0, 0 },
-		{ 1, 3, "eth0", 0, 0 },
-		{ 1, 3, "eth0", 0, 0 },	/* a second rank 1 */
-		{ 2, 3, "eth0", 500, 0 },
+		{ 0, 3, "eth0", 0, 0, NULL, 0 },
+		{ 1, 3, "eth0", 0, 0, NULL, 0 },
+		{ 1, 3, "eth0", 0, 0, NULL, 0 },	/* a second rank 1 */
+		{ 2, 3, "eth0", 500, 0, NULL, 0 },
 	};
 	int ok1, dup;
 
@@ -581,6 +1075,8 @@ static void test_single_and_args(void)
 	cfg.rank = 2;
 	tap_ok(nzi_bootstrap(&cfg, &job) == -EINVAL, "rank >= size -> EINVAL");
 	cfg.rank = 1;
+	tap_ok(nzi_bootstrap(&cfg, &job) == -ENOKEY, "2 ranks without a key -> ENOKEY");
+	cfg.key = job_key;
 	tap_ok(nzi_bootstrap(&cfg, &job) == -EINVAL, "no master address -> EINVAL");
 	cfg.master_addr = "127.0.0.1";
 	cfg.master_port = 70000;
@@ -596,7 +1092,8 @@ static void test_single_and_args(void)
 
 static const char *const env_vars[] = {
 	"RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-	"MASTER_ADDR", "MASTER_PORT", "NEZHA_TIMEOUT_MS", NULL,
+	"MASTER_ADDR", "MASTER_PORT", "NEZHA_TIMEOUT_MS", "NEZHA_JOB_KEY",
+	"NEZHA_JOB_KEY_FILE", "NEZHA_INSECURE", "NEZHA_KEY_FROM_STORE", NULL,
 };
 
 static void env_clear(void)
@@ -693,6 +1190,14 @@ static void test_env(void)
 	ret = nz_comm_init_env(&c);
 	tap_ok(ret == -ENODEV || ret == -EPERM || ret == -ENOSYS,
 	       "nz_comm_init on a file that is not /dev/nezha fails (%d: %s)", ret, nz_last_error());
+	env_set("RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1");
+	setenv("NEZHA_DEVICE", "/nonexistent/nezha", 1);
+	ret = nz_comm_init_env(&c);
+	tap_ok(ret == -ENOKEY && strstr(nz_last_error(), "NEZHA_JOB_KEY"),
+	       "nz_comm_init_env of 2 ranks without a key -> ENOKEY, before touching the device (%s)",
+	       nz_last_error());
+	env_set("RANK=0 WORLD_SIZE=1");
+	setenv("NEZHA_DEVICE", "/dev/null", 1);
 	setenv("NEZHA_RAILS", "a,b,c,d,e,f,g,h,i", 1);
 	tap_ok(nz_comm_init_env(&c) == -EINVAL, "NEZHA_RAILS with more than %d names -> EINVAL",
 	       NZ_MAX_RAILS);
@@ -753,7 +1258,14 @@ int main(void)
 		perror("mmap");
 		return 1;
 	}
+	rec = mmap(NULL, sizeof(*rec), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (rec == MAP_FAILED || nzi_random(job_key, sizeof(job_key)) ||
+	    nzi_random(other_key, sizeof(other_key))) {
+		perror("set-up");
+		return 1;
+	}
 	signal(SIGPIPE, SIG_IGN);
+	test_keys();
 	test_slots();
 	test_single_and_args();
 	test_env();
@@ -761,6 +1273,11 @@ int main(void)
 	test_formation();
 	test_duplicate();
 	test_strangers();
+	test_claim();
+	test_replay_and_wire();
+	test_wrong_key();
+	test_listen();
+	test_flood();
 	test_units();
 	test_timeouts();
 	tap_plan(tap_n);
