@@ -120,7 +120,7 @@ if [ -n "${NZ_KERNEL:-}" ]; then
 	kver=$(kernel_release "$kernel") || kver=''
 	[ -n "$kver" ] || die "NZ_KERNEL: not a bzImage or vmlinux: $kernel"
 else
-	kver=$("$TOP/scripts/kver.sh") || exit 2
+	kver=$("$TOP/scripts/kver.sh" --guest) || exit 2
 	kernel=/boot/vmlinuz-$kver
 	[ -r "$kernel" ] || die "no $kernel"
 fi
@@ -132,6 +132,14 @@ modkver=${moddir##*/}
 modbase=${moddir%/lib/modules/"$modkver"}
 [ "$modbase/lib/modules/$modkver" = "$moddir" ] || die "NZ_MODDIR must end in lib/modules/<kver>: $moddir"
 [ "$modkver" = "$kver" ] || echo "vm.sh: warning: kernel $kver, modules $modkver" >&2
+# `make` builds for the running kernel when it has headers: a module built
+# for another kernel than the guest's would only fail at insmod, obscurely.
+ko=${NZ_KO:-$TOP/nezha.ko}
+if [ -r "$ko" ] && command -v modinfo >/dev/null; then
+	kov=$(modinfo -F vermagic "$ko" 2>/dev/null | cut -d' ' -f1)
+	[ -z "$kov" ] || [ "$kov" = "$modkver" ] ||
+		die "$ko is built for $kov, the guest boots $modkver: make KVER=$modkver"
+fi
 # Is it the host's own /lib/modules/<kver> (which the guest sees anyway)?
 sys_moddir=
 [ "$(realpath -m -- "/lib/modules/$modkver")" != "$moddir" ] || sys_moddir=1
