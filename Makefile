@@ -105,7 +105,7 @@ TORCH_LIBS = -L/usr/lib/python3/dist-packages/torch/lib -ltorch -ltorch_cpu -lc1
 
 .PHONY: all module lib tools tests check torch check-quick check-debug demo setup \
 	install uninstall man lint checkpatch sparse clean bench-nop bench-p2p bench-coll \
-	bench-failover bench-rdma bench-sched bench-train fuzz
+	bench-failover bench-rdma bench-sched bench-train fuzz check-install
 
 all: module lib tools tests man $(if $(TORCH_OK),torch)
 
@@ -249,6 +249,11 @@ fuzz: all
 # NIC), 2 guests: 2 x 40 Mbit/s, 40 + 10, TCP + RDMA, a rail pulled.
 bench-train: all
 	scripts/bench-train.sh
+
+# make && make install and DKMS in a fresh Debian root (debootstrap), for a
+# kernel that is not the newest (minutes: apt in a new root; not in check).
+check-install:
+	scripts/check-install.sh
 
 # Style and static checks of the kernel code (also run by `make check`).
 lint: checkpatch sparse

@@ -42,11 +42,12 @@ check_err() {
 		not_ok "$name" "wrong error: $(tr '\n' ' ' <<<"$out")"
 	fi
 }
-# check_usage NAME CMD...: a usage error, found before talking to the kernel.
+# check_usage NAME CMD...: a usage error (status 255), found before talking
+# to the kernel.
 check_usage() {
 	local name=$1 out rc; shift
 	out=$("$@" 2>&1); rc=$?
-	if [ $rc -eq 1 ] && grep -q '^usage: nezhactl rail' <<<"$out" &&
+	if [ $rc -eq 255 ] && grep -q '^usage: nezhactl .*rail' <<<"$out" &&
 	   ! grep -qE 'not loaded|nezhactl: rail [a-z]+ [^:]*: [A-Z]' <<<"$out"; then
 		ok "$name"
 	else
@@ -384,11 +385,145 @@ if wait $writer; then ok "a concurrent writer's 20 cycles"; else not_ok "a concu
 writer=
 check "no trace of the cycled rails" sh -c "! test -e $SYS/rail-cyc && ! test -e $SYS/rail-cyd && ! $CTL rail show | grep -q cy"
 
+# --- nezhactl as operators script it (issue 25) ---------------------------------------------
+
+JC="/usr/bin/python3 $NZ_TOP/selftests/json_check.py"
+# check_json NAME DEF CMD...: exit 0, stdout valid against the schema's DEF.
+check_json() {
+	local name=$1 def=$2 out why rc; shift 2
+	out=$("$@" 2>&1) || { not_ok "$name" "exit $?: $out"; return; }
+	why=$($JC "$def" <<<"$out" 2>&1); rc=$?
+	case $rc in
+	0) ok "$name" ;;
+	4) skip "$name" "python3-jsonschema not installed" ;;
+	*) not_ok "$name" "$why: $(head -c 300 <<<"$out")" ;;
+	esac
+}
+# check_rc NAME RC PATTERN CMD...: exit status RC, output matching PATTERN.
+check_rc() {
+	local name=$1 want=$2 pat=$3 out rc; shift 3
+	out=$("$@" 2>&1); rc=$?
+	if [ $rc = "$want" ] && grep -qE -- "$pat" <<<"$out"; then ok "$name"
+	else not_ok "$name" "rc $rc (want $want): $(tr '\n' ' ' <<<"$out")"; fi
+}
+check_json "-j version: valid JSON of its schema" version "$CTL" -j version
+check_json "-j show" show "$CTL" -j show
+check_json "-j rail show (every rail)" rail_show "$CTL" -j rail show
+check_json "-p rail show r0 (pretty)" rail_show "$CTL" -p rail show r0
+check_eq "-j rail show: the rails' names" "$(first_names "$nrails")" \
+	sh -c "$CTL -j rail | /usr/bin/python3 -c 'import json,sys; print(\" \".join(r[\"name\"] for r in json.load(sys.stdin)), end=\" \")'"
+check_json "-j health" health_show "$CTL" -j health
+check_json "-j param" param_show "$CTL" -j param
+check_json "-j device" device_show "$CTL" -j device
+check_json "-j stats" stats "$CTL" -j stats
+check_eq "prefixes: r s r0 w 50 is rail set r0 weight 50" "50" sh -c "$CTL r se r0 w 50 && cat $SYS/rail-r0/weight"
+"$CTL" rail set r0 weight 100
+check_rc "a kernel error is status 1" 1 '^nezhactl: rail add r0: File exists' \
+	"$CTL" rail add r0 proto tcp dev "$d0"
+check "param set sched_mode weights" sh -c "$CTL param set sched_mode weights &&
+	grep -qx weights /sys/module/nezha/parameters/sched_mode"
+check_rc "param set: the module's refusal is status 1" 1 "Invalid argument" \
+	"$CTL" param set sched_mode fastest
+"$CTL" param set sched_mode measured
+check_rc "param set dev_mode: load time, /etc/modprobe.d; status 255" 255 \
+	"options nezha dev_mode=0600" "$CTL" param set dev_mode 0600
+prom=$("$CTL" stats -o prometheus 2>&1)
+if grep -q "^nezha_rail_sent_bytes_total{rail=\"r0\"} [0-9]" <<<"$prom" &&
+   grep -q '^nezha_rail_up{rail="r0"} 1$' <<<"$prom" &&
+   ! grep -vE '^(# (HELP|TYPE) nezha_[a-z_]+ .*|nezha_[a-z_]+(\{[^}]*\})? [-0-9.e+]+)$' <<<"$prom" | grep -q .; then
+	ok "stats -o prometheus: every line a sample or a comment, r0's counters"
+else
+	not_ok "stats -o prometheus" "$(head -c 400 <<<"$prom")"
+fi
+
+# monitor: configuration events, in JSON.
+"$CTL" -j monitor count 4 timeout 20 >"$NZ_OUT/mon.json" 2>&1 &
+mon=$!
+sleep 0.5
+"$CTL" rail add rmon proto tcp dev "$d0" port 7493 &&
+	"$CTL" rail set rmon weight 7 down && "$CTL" health set grace 5000 &&
+	"$CTL" rail del rmon
+wait $mon; rc=$?
+check_eq "monitor: rail add, set, health set, rail del, then count reached" \
+	"0 rail-add rail-set health-set rail-del" \
+	sh -c "echo $rc \$(/usr/bin/python3 -c 'import json,sys; print(\" \".join(json.loads(l)[\"event\"] for l in open(sys.argv[1])))' $NZ_OUT/mon.json)"
+check_eq "monitor: the set event carries the new weight and state" "7 admin-down" \
+	/usr/bin/python3 -c 'import json,sys; e=[json.loads(l) for l in open(sys.argv[1])][1]; print(e["weight"], e["state"])' "$NZ_OUT/mon.json"
+why=$($JC --lines monitor_event "$NZ_OUT/mon.json" 2>&1); rc=$?
+[ $rc = 0 ] && ok "monitor -j: every line valid against the schema" ||
+	{ [ $rc = 4 ] && skip "monitor -j schema" "python3-jsonschema not installed"; } ||
+	not_ok "monitor -j: every line valid against the schema" "$why"
+
+# -n NETNS, as ip -n.
+if ip netns add nzrn2 2>/dev/null && ip link add nzrw0 type veth peer name nzrw1 netns nzrn2 2>/dev/null; then
+	ip -n nzrn2 addr add 10.97.0.2/24 dev nzrw1 && ip -n nzrn2 link set nzrw1 up
+	check "-n NETNS: rail add on a device of that namespace" "$CTL" -n nzrn2 rail add rns proto tcp dev nzrw1
+	check "-n NETNS: its address is that namespace's" sh -c "$CTL -j rail show rns | grep -q '\"addr\":\"10.97.0.2\"'"
+	"$CTL" rail del rns
+	ip link del nzrw0 2>/dev/null
+	ip netns del nzrn2
+else
+	skip "-n NETNS" "cannot make a namespace with a veth pair"
+fi
+
+# nezha.service's ExecStart: nezhactl -w -b /etc/nezha/nezha.conf, where one
+# NIC appears only later -- first without an address, then with one.
+cat >"$NZ_OUT/nezha.conf" <<EOC
+# as /etc/nezha/nezha.conf
+device set group 65534 mode 0640
+health set interval 4 misses 4 grace 5000
+param set sched_target_ms 20
+rail add rw0 proto tcp dev $d0 port 7494
+rail add rw1 proto tcp \\
+    dev nzwait0 port 7495
+EOC
+ip link del nzwait0 2>/dev/null
+"$CTL" -w -b "$NZ_OUT/nezha.conf" >"$NZ_OUT/batch.log" 2>&1 &
+batch=$!
+sleep 1
+check "-w -b: a rail whose NIC is missing waits (nezhactl still runs)" kill -0 $batch
+check "... the others are added" test -e "$SYS/rail-rw0" -a ! -e "$SYS/rail-rw1"
+check_eq "... the device line applied: /dev/nezha group 65534 mode 640" "65534 640" stat -c '%g %a' /dev/nezha
+if ip link add nzwait0 type dummy 2>/dev/null; then
+	ip link set nzwait0 up
+	sleep 1
+	check "... a NIC without an address: still waiting" kill -0 $batch
+	ip addr add 10.96.0.1/24 dev nzwait0
+	for _ in $(seq 50); do kill -0 $batch 2>/dev/null || break; sleep 0.2; done
+	wait $batch; rc=$?
+	check_eq "... its address appears: the rail is added, nezhactl exits 0" "0 up" \
+		sh -c "echo $rc \$(cat $SYS/rail-rw1/state 2>&1)"
+	grep -q 'rw1 added' "$NZ_OUT/batch.log" && ok "... and says so" ||
+		not_ok "... and says so" "$(cat "$NZ_OUT/batch.log")"
+else
+	kill $batch; wait $batch
+	skip "-w: a NIC that appears later" "no dummy devices"
+fi
+chgrp root /dev/nezha; chmod 0660 /dev/nezha
+printf 'device set mode 0606\nrail add rx proto tcp dev nosuch0\n' >"$NZ_OUT/dev.conf"
+check_eq "device apply FILE (the udev rule's command): only the device lines" "606" \
+	sh -c "$CTL device apply $NZ_OUT/dev.conf && stat -c %a /dev/nezha && ! test -e $SYS/rail-rx"
+chmod 0660 /dev/nezha
+check "rail flush (ExecStop) deletes every rail" sh -c "$CTL rail flush && test -z \"\$($CTL rail show)\""
+for ((i = 0; i < nrails; i++)); do
+	"$CTL" rail add "r$i" proto tcp dev "${ifs[i]}"
+done
+ip link del nzwait0 2>/dev/null
+
 # --- rmmod with rails configured -------------------------------------------------------------
 
+"$CTL" monitor >"$NZ_OUT/mon-rmmod.log" 2>&1 &
+mon=$!
+sleep 0.3
 "$CTL" rail set r0 down
 logged=$(dmesg | wc -l)
 check "rmmod with $nrails rails configured" nz_unload
+for _ in $(seq 25); do kill -0 $mon 2>/dev/null || break; sleep 0.2; done
+kill $mon 2>/dev/null
+wait $mon; rc=$?
+check_eq "monitor: the module unloaded ends it, status 1, with a message" \
+	"1 nezhactl: monitor: the nezha module was unloaded" \
+	sh -c "echo $rc \$(grep unloaded $NZ_OUT/mon-rmmod.log)"
 check "the nezha class is gone" test ! -e "$SYS"
 check_eq "every rail was deleted" "$nrails" \
 	sh -c "dmesg | tail -n +$((logged + 1)) | grep -c 'rail r[0-9]* deleted'"
