@@ -31,11 +31,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# check_err NAME PATTERN CMD...: CMD fails and what it prints matches PATTERN.
+# check_err NAME PATTERN CMD...: CMD fails with status 1 (the kernel's or
+# the system's refusal) and what it prints matches PATTERN.
 check_err() {
-	local name=$1 pat=$2 out; shift 2
-	if out=$("$@" 2>&1); then
+	local name=$1 pat=$2 out rc; shift 2
+	out=$("$@" 2>&1); rc=$?
+	if [ $rc = 0 ]; then
 		not_ok "$name" "succeeded but should fail: $out"
+	elif [ $rc != 1 ]; then
+		not_ok "$name" "exit status $rc, not 1: $(tr '\n' ' ' <<<"$out")"
 	elif grep -qE -- "$pat" <<<"$out"; then
 		ok "$name"
 	else
