@@ -1,6 +1,15 @@
 # SPDX-License-Identifier: GPL-2.0
 # bash completion for nezhactl(8)
 
+_nezhactl_files()
+{
+	if declare -F _filedir >/dev/null; then
+		_filedir
+	else
+		COMPREPLY=($(compgen -f -- "$cur"))
+	fi
+}
+
 _nezhactl_rails()
 {
 	nezhactl rail show 2>/dev/null | sed -nE 's/^[0-9]+: ([^ ]+) .*/\1/p'
@@ -9,7 +18,15 @@ _nezhactl_rails()
 _nezhactl()
 {
 	local cur prev words cword
-	_init_completion || return
+	# bash-completion's helper when it is there; plain bash otherwise.
+	if declare -F _init_completion >/dev/null; then
+		_init_completion || return
+	else
+		words=("${COMP_WORDS[@]}")
+		cword=$COMP_CWORD
+		cur=${words[cword]}
+		prev=${words[cword - 1]:-}
+	fi
 	local i obj='' sub='' nwords=0
 	local objects='version show rail health param device stats monitor help'
 
@@ -31,7 +48,7 @@ _nezhactl()
 		COMPREPLY=($(compgen -W "$(ip netns list 2>/dev/null | cut -d' ' -f1)" -- "$cur"))
 		return ;;
 	-b | -batch)
-		_filedir
+		_nezhactl_files
 		return ;;
 	dev | netdev)
 		COMPREPLY=($(compgen -W "$(ls /sys/class/net /sys/class/infiniband 2>/dev/null)" -- "$cur"))
@@ -86,7 +103,7 @@ _nezhactl()
 		elif [[ $sub == s* ]]; then
 			COMPREPLY=($(compgen -W 'group mode owner' -- "$cur"))
 		else
-			_filedir
+			_nezhactl_files
 		fi ;;
 	st*)	# stats
 		COMPREPLY=($(compgen -W "-o $(_nezhactl_rails)" -- "$cur")) ;;
