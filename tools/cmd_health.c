@@ -41,7 +41,7 @@ static int nzctl_health_cb(const struct nlmsghdr *nlh, void *data)
 		nzj_obj_open(&nzctl.j, NULL);
 		nzj_u64(&nzctl.j, "interval_ms", v[0]);
 		nzj_u64(&nzctl.j, "misses", v[1]);
-		nzj_u64(&nzctl.j, "dead_after_ms", (uint64_t)v[0] * v[1]);
+		nzj_u64(&nzctl.j, "suspect_after_ms", (uint64_t)v[0] * v[1]);
 		nzj_u64(&nzctl.j, "grace_ms", v[2]);
 		nzj_obj_close(&nzctl.j);
 		nzj_end(&nzctl.j);

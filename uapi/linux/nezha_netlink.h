@@ -58,9 +58,10 @@
  *
  * NZ_CMD_HEALTH_GET (doit, no attributes) / NZ_CMD_HEALTH_SET (CAP_NET_ADMIN)
  *            NZ_A_HB_INTERVAL_MS u32   heartbeat period per connection,
- *                                      1..10000 (default 10)
+ *                                      1..10000 (default 4)
  *            NZ_A_HB_MISSES     u32    silent periods before a connection
- *                                      is declared dead, 2..100 (default 5)
+ *                                      is suspect and its chunks move to
+ *                                      other rails, 2..100 (default 4)
  *            NZ_A_GRACE_MS      u32    how long transfers wait with no
  *                                      connection to their peer before
  *                                      failing with -ENETDOWN,
