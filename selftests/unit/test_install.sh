@@ -17,6 +17,9 @@ if [ ! -e "$TOP/nezha.ko" ] || ! command -v modinfo >/dev/null; then
 fi
 kver=$(modinfo -F vermagic "$TOP/nezha.ko" | cut -d' ' -f1)
 D=$T/root
+# The operator's own configuration is there already: install must keep it.
+mkdir -p "$D/etc/nezha"
+echo "# mine" >"$D/etc/nezha/nezha.conf"
 if make -s -C "$TOP" install DESTDIR="$D" PREFIX=/usr KVER="$kver" TORCH_OK= >"$T/log" 2>&1; then
 	ok "make install DESTDIR=... PREFIX=/usr"
 else
@@ -29,7 +32,7 @@ for f in "lib/modules/$kver/extra/nezha.ko" usr/lib/libnezha.so.0 usr/lib/libnez
 	usr/sbin/nezhactl usr/bin/nezha-bench usr/share/man/man8/nezhactl.8 \
 	usr/share/man/man1/nezha-bench.1 usr/share/man/man3/libnezha.3 \
 	usr/share/bash-completion/completions/nezhactl lib/systemd/system/nezha.service \
-	lib/udev/rules.d/60-nezha.rules usr/lib/modules-load.d/nezha.conf etc/nezha/nezha.conf; do
+	lib/udev/rules.d/60-nezha.rules usr/lib/modules-load.d/nezha.conf; do
 	[ -e "$D/$f" ] || missing="$missing $f"
 done
 [ -z "$missing" ] && ok "module, library, headers, pkg-config, tools, man pages, completion, system files" ||
@@ -41,11 +44,12 @@ grep -q "^ExecStart=/usr/sbin/nezhactl -w -b /etc/nezha/nezha.conf$" "$D/lib/sys
 grep -q 'RUN+="/usr/sbin/nezhactl device apply"' "$D/lib/udev/rules.d/60-nezha.rules" &&
 	ok "the unit and the udev rule name the installed nezhactl" ||
 	not_ok "the unit and the udev rule name the installed nezhactl"
-# The operator's configuration survives a second install.
-echo "# mine" >"$D/etc/nezha/nezha.conf"
-make -s -C "$TOP" install DESTDIR="$D" PREFIX=/usr KVER="$kver" TORCH_OK= >"$T/log" 2>&1
-[ "$(cat "$D/etc/nezha/nezha.conf")" = "# mine" ] && ok "make install keeps an existing nezha.conf" ||
-	not_ok "make install keeps an existing nezha.conf"
+# (a fresh system gets the example: the install line, when there is none)
+[ "$(cat "$D/etc/nezha/nezha.conf")" = "# mine" ] &&
+	make -s -n -C "$TOP" install DESTDIR=/nonexistent PREFIX=/usr KVER="$kver" TORCH_OK= 2>/dev/null |
+	grep -q 'install -D -m 0644 tools/dist/nezha.conf /nonexistent/etc/nezha/nezha.conf' &&
+	ok "make install keeps an existing nezha.conf (and installs the example otherwise)" ||
+	not_ok "make install keeps an existing nezha.conf (and installs the example otherwise)"
 cat >"$T/p.c" <<'EOC'
 #include <stdio.h>
 #include <nezha.h>
