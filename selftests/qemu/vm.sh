@@ -57,6 +57,11 @@ shift $((OPTIND - 1))
 guest_script=$1
 shift
 guest_args=("$@")
+# A guest script that says "#@ boot=systemd" runs under the host's systemd
+# as PID 1, with Nezha's system files installed (init.sh, systemd-prep.sh).
+if [ -r "$guest_script" ] && grep -q '^#@ boot=systemd$' "$guest_script"; then
+	extra_cmdline+="${extra_cmdline:+ }nz.boot=systemd"
+fi
 
 # in_range VALUE MIN MAX: VALUE is a decimal number in [MIN, MAX]
 in_range() { [[ $1 =~ ^[0-9]{1,6}$ ]] && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
