@@ -7,19 +7,40 @@
 #   make check-quick  host unit tests and one guest suite
 #   make check-debug  every guest suite on a KASAN/lockdep/kmemleak kernel
 #   make demo         boot emulated nodes and show Nezha at work
-#   make install      modules_install, library, headers, tools
+#   make install      the module, libnezha (+ headers, pkg-config), the tools,
+#                     their man pages and completion, the system files
+#                     (systemd unit, udev rule, modules-load.d); not the tests
 #
-# KVER/KDIR choose the kernel to build against (default: the newest
-# installed Debian kernel that has headers; never `uname -r`).
+# KVER/KDIR choose the kernel to build against.  Default: the running
+# kernel when its headers are installed (/lib/modules/$(uname -r)/build),
+# on any distribution; else the test bed's kernel (scripts/kver.sh).  The
+# targets that boot test guests (check*, demo, bench-*, fuzz) build for the
+# kernel the guests boot: the newest Debian *-amd64 with headers and image
+# (scripts/kver.sh --guest).
 
 VERSION    := 0.1.0
-KVER       ?= $(shell scripts/kver.sh 2>/dev/null)
+TESTBED_GOALS := check check-quick check-debug demo fuzz bench-%
+ifeq ($(origin KVER),undefined)
+ifneq ($(filter $(TESTBED_GOALS),$(MAKECMDGOALS)),)
+KVER       := $(shell scripts/kver.sh --guest 2>/dev/null)
+else
+KVER       := $(shell scripts/kver.sh 2>/dev/null)
+endif
+endif
 KDIR       ?= /lib/modules/$(KVER)/build
 B          := build
 PREFIX     ?= /usr/local
 LIBDIR     ?= $(PREFIX)/lib
 INCDIR     ?= $(PREFIX)/include
 BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+# System files go where the system looks for them, whatever the PREFIX.
+UNITDIR    ?= /lib/systemd/system
+UDEVDIR    ?= /lib/udev/rules.d
+MODLOADDIR ?= /usr/lib/modules-load.d
+COMPLDIR   ?= /usr/share/bash-completion/completions
 DESTDIR    ?=
 SOMAJOR    := 0
 
@@ -41,15 +62,25 @@ LIB_SO     := $(B)/lib/libnezha.so.$(VERSION)
 LIB_A      := $(B)/lib/libnezha.a
 LIB_LDLIBS := -luring -lm
 
-CTL_SRCS   := tools/nezhactl.c tools/nl.c $(wildcard tools/cmd_*.c)
+CTL_SRCS   := tools/nezhactl.c tools/nl.c tools/parse.c tools/json.c tools/stats.c $(wildcard tools/cmd_*.c)
 TOOLS      := $(B)/tools/nezhactl $(B)/tools/nezha-bench
 
 # Host unit tests: test_X.c links the pure-C module files it names in
 # selftests/unit/deps.mk, or the library.
 UNIT_SRCS  := $(wildcard selftests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:selftests/unit/%.c=$(B)/unit/%)
+# Host tests written in shell run from build/unit/ like the others.
+UNIT_SH    := $(wildcard selftests/unit/test_*.sh)
+UNIT_BINS  += $(UNIT_SH:selftests/unit/%.sh=$(B)/unit/%)
 GUEST_SRCS := $(wildcard selftests/guest/*.c)
 GUEST_BINS := $(GUEST_SRCS:selftests/guest/%.c=$(B)/guest/%)
+# The hostile RDMA peer needs rdma-core's development files, which nothing
+# else does: without them `make` builds the rest (an operator's machine),
+# and the rdma suite says that test was skipped.
+ifeq ($(wildcard /usr/include/rdma/rdma_cma.h),)
+GUEST_BINS := $(filter-out $(B)/guest/nz_rdma_hostile,$(GUEST_BINS))
+$(info make: no librdmacm-dev: the test program nz_rdma_hostile is not built)
+endif
 # Fuzzers: nz_fuzz runs in guests; fuzz_wire is the codec's libFuzzer
 # target, built here as a standalone replayer (make fuzz builds the
 # libFuzzer one with clang when it is there).
@@ -73,10 +104,10 @@ TORCH_CXXFLAGS = -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -Wno-unused-param
 TORCH_LIBS = -L/usr/lib/python3/dist-packages/torch/lib -ltorch -ltorch_cpu -lc10 -ltorch_python
 
 .PHONY: all module lib tools tests check torch check-quick check-debug demo setup \
-	install lint checkpatch sparse clean bench-nop bench-p2p bench-coll \
-	bench-failover bench-rdma bench-sched bench-train bench-cpu fuzz
+	install uninstall man lint checkpatch sparse clean bench-nop bench-p2p bench-coll \
+	bench-failover bench-rdma bench-sched bench-train bench-cpu fuzz check-install
 
-all: module lib tools tests $(if $(TORCH_OK),torch)
+all: module lib tools tests man $(if $(TORCH_OK),torch)
 
 torch: $(TORCH_EXT) $(TORCH_PY)
 
@@ -117,7 +148,7 @@ $(B)/lib/nezha.pc: libnezha-user/nezha.pc.in Makefile
 
 tools: $(TOOLS)
 
-$(B)/tools/nezhactl: $(CTL_SRCS) tools/nezhactl.h $(LIB_A)
+$(B)/tools/nezhactl: $(CTL_SRCS) $(wildcard tools/*.h) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(UCFLAGS) -o $@ $(CTL_SRCS) $(LIB_A) -lmnl $(LIB_LDLIBS)
 
@@ -141,6 +172,11 @@ GUEST_DEPS_nz_hostile := kmod/wire.c
 $(B)/unit/test_coll $(B)/guest/nz_coll: selftests/unit/test_coll_ref.h
 GUEST_DEPS_nz_rdma_hostile := kmod/wire.c -lrdmacm -libverbs
 
+$(B)/unit/%: selftests/unit/%.sh
+	@mkdir -p $(@D)
+	cp $< $@
+	chmod +x $@
+
 $(B)/unit/%: selftests/unit/%.c $(LIB_A) $(wildcard kmod/*.h kmod/*.c selftests/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_DEPS_$*) $(LIB_A) $(LIB_LDLIBS)
@@ -154,7 +190,7 @@ $(B)/guest/%: selftests/guest/%.c $(LIB_A) selftests/tap.h selftests/guest/nz_sy
 DEBUG_CI_SUITES ?= limits
 
 check: setup
-	$(MAKE) all
+	$(MAKE) all KVER=$(KVER)
 	NZ_WITH_DEBUG="$(DEBUG_CI_SUITES)" selftests/run.sh
 
 check-quick: all
@@ -164,11 +200,11 @@ check-quick: all
 # kernel with KASAN, lockdep, kmemleak, UBSAN, DEBUG_OBJECTS, KFENCE and
 # fault injection, the module for it, and runs every guest suite on it.
 check-debug: setup
-	$(MAKE) all
+	$(MAKE) all KVER=$(KVER)
 	scripts/check-debug.sh
 
 demo: setup
-	$(MAKE) all
+	$(MAKE) all KVER=$(KVER)
 	scripts/demo.sh
 
 bench-nop: all
@@ -219,6 +255,11 @@ fuzz: all
 bench-train: all
 	scripts/bench-train.sh
 
+# make && make install and DKMS in a fresh Debian root (debootstrap), for a
+# kernel that is not the newest (minutes: apt in a new root; not in check).
+check-install:
+	scripts/check-install.sh
+
 # Style and static checks of the kernel code (also run by `make check`).
 lint: checkpatch sparse
 checkpatch:
@@ -226,13 +267,36 @@ checkpatch:
 sparse:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 C=2 modules
 
-install: all
+# Man pages, from Documentation/ (rst2man, Debian's python3-docutils).
+RST2MAN    := $(shell command -v rst2man || command -v rst2man.py)
+MANPAGES   := $(B)/man/nezhactl.8 $(B)/man/nezha-bench.1 $(B)/man/libnezha.3
+man: $(if $(RST2MAN),$(MANPAGES))
+	@test -n "$(RST2MAN)" || echo "make man: no rst2man (apt-get install python3-docutils): man pages not built" >&2
+$(B)/man/nezhactl.8: Documentation/nezhactl.rst
+$(B)/man/nezha-bench.1: Documentation/nezha-bench.rst
+$(B)/man/libnezha.3: Documentation/libnezha.rst
+$(MANPAGES):
+	@mkdir -p $(@D)
+	$(RST2MAN) --halt=warning $< $@
+
+# The files of a system that runs Nezha: no test program, nothing the tests
+# need (no RDMA development library).  The module goes to
+# /lib/modules/$(KVER)/extra; a DKMS installation instead: dkms.conf.
+# DESTDIR stages everything (packaging); without it, depmod, ldconfig and
+# udev/systemd are told.
+INSTALL_UNITS = $(B)/dist/nezha.service $(B)/dist/60-nezha.rules
+$(B)/dist/%: tools/dist/%.in Makefile
+	@mkdir -p $(@D)
+	sed -e 's|@SBINDIR@|$(SBINDIR)|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' $< > $@
+
+install: module lib tools man $(INSTALL_UNITS) $(if $(TORCH_OK),torch)
 	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_PATH=$(DESTDIR) \
 		$(if $(wildcard $(KDIR)/certs/signing_key.pem),,CONFIG_MODULE_SIG_ALL=) modules_install
 	@# Debian's headers have no System.map, so kbuild skips depmod: without
 	@# this, `modprobe nezha` says "Module nezha not found".
 	[ -n "$(DESTDIR)" ] || depmod -a $(KVER)
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/nezha/linux $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR)/nezha/linux \
+		$(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR)
 	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/
 	ln -sf libnezha.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libnezha.so.$(SOMAJOR)
 	ln -sf libnezha.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libnezha.so
@@ -240,10 +304,37 @@ install: all
 	install -m 0644 $(B)/lib/nezha.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	install -m 0644 libnezha-user/include/*.h $(DESTDIR)$(INCDIR)/nezha/
 	install -m 0644 uapi/linux/nezha.h uapi/linux/nezha_netlink.h $(DESTDIR)$(INCDIR)/nezha/linux/
-	install -m 0755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/tools/nezhactl $(DESTDIR)$(SBINDIR)/
+	install -m 0755 $(B)/tools/nezha-bench $(DESTDIR)$(BINDIR)/
+	$(if $(wildcard $(MANPAGES)),install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8 && \
+		install -m 0644 $(B)/man/nezha-bench.1 $(DESTDIR)$(MANDIR)/man1/ && \
+		install -m 0644 $(B)/man/libnezha.3 $(DESTDIR)$(MANDIR)/man3/ && \
+		install -m 0644 $(B)/man/nezhactl.8 $(DESTDIR)$(MANDIR)/man8/)
+	install -D -m 0644 tools/dist/nezhactl.bash $(DESTDIR)$(COMPLDIR)/nezhactl
+	install -D -m 0644 $(B)/dist/nezha.service $(DESTDIR)$(UNITDIR)/nezha.service
+	install -D -m 0644 $(B)/dist/60-nezha.rules $(DESTDIR)$(UDEVDIR)/60-nezha.rules
+	install -D -m 0644 tools/dist/modules-load.conf $(DESTDIR)$(MODLOADDIR)/nezha.conf
+	@# The operator's configuration is never overwritten.
+	[ -e $(DESTDIR)$(SYSCONFDIR)/nezha/nezha.conf ] || \
+		install -D -m 0644 tools/dist/nezha.conf $(DESTDIR)$(SYSCONFDIR)/nezha/nezha.conf
 	$(if $(TORCH_OK),install -d $(DESTDIR)$(PYDIR)/nezha_torch && \
 		install -m 0644 $(TORCH_PY) $(DESTDIR)$(PYDIR)/nezha_torch/ && \
 		install -m 0755 $(TORCH_EXT) $(DESTDIR)$(PYDIR)/nezha_torch/)
+	[ -n "$(DESTDIR)" ] || { ldconfig; \
+		! command -v udevadm >/dev/null || udevadm control --reload || true; \
+		[ ! -d /run/systemd/system ] || systemctl daemon-reload || true; }
+
+# Everything install put there, but the configuration.
+uninstall:
+	rm -f $(DESTDIR)/lib/modules/$(KVER)/extra/nezha.ko $(DESTDIR)/lib/modules/$(KVER)/extra/nezha_rdma.ko
+	[ -n "$(DESTDIR)" ] || depmod -a $(KVER)
+	rm -f $(DESTDIR)$(LIBDIR)/libnezha.so* $(DESTDIR)$(LIBDIR)/libnezha.a $(DESTDIR)$(LIBDIR)/pkgconfig/nezha.pc
+	rm -rf $(DESTDIR)$(INCDIR)/nezha
+	rm -f $(DESTDIR)$(SBINDIR)/nezhactl $(DESTDIR)$(BINDIR)/nezha-bench
+	rm -f $(DESTDIR)$(MANDIR)/man1/nezha-bench.1 $(DESTDIR)$(MANDIR)/man3/libnezha.3 $(DESTDIR)$(MANDIR)/man8/nezhactl.8
+	rm -f $(DESTDIR)$(COMPLDIR)/nezhactl $(DESTDIR)$(UNITDIR)/nezha.service
+	rm -f $(DESTDIR)$(UDEVDIR)/60-nezha.rules $(DESTDIR)$(MODLOADDIR)/nezha.conf
+	$(if $(TORCH_OK),rm -rf $(DESTDIR)$(PYDIR)/nezha_torch)
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null

@@ -236,6 +236,9 @@ static void nz_nl_blame(struct genl_info *info, int err)
 		NL_SET_BAD_ATTR(info->extack, attr);
 }
 
+static void nz_nl_config_event(struct genl_info *info, u32 type,
+				const char *name);
+
 static int nz_nl_rail_add(struct sk_buff *skb, struct genl_info *info)
 {
 	struct nz_rail_cfg cfg = {
@@ -275,6 +278,8 @@ static int nz_nl_rail_add(struct sk_buff *skb, struct genl_info *info)
 	ret = nz_rail_add(genl_info_net(info), &cfg, info->extack);
 	if (ret)
 		nz_nl_blame(info, ret);
+	else
+		nz_nl_config_event(info, NZ_EV_RAIL_ADD, cfg.name);
 	return ret;
 }
 
@@ -289,6 +294,8 @@ static int nz_nl_rail_del(struct sk_buff *skb, struct genl_info *info)
 	ret = nz_rail_del(nla_data(name));
 	if (ret == -ENOENT)
 		NL_SET_ERR_MSG_ATTR(info->extack, name, "no such rail");
+	else if (!ret)
+		nz_nl_config_event(info, NZ_EV_RAIL_DEL, nla_data(name));
 	return ret;
 }
 
@@ -318,6 +325,9 @@ static int nz_nl_rail_set(struct sk_buff *skb, struct genl_info *info)
 	if (ret == -ENOENT)
 		NL_SET_ERR_MSG_ATTR(info->extack, attrs[NZ_A_RAIL_NAME],
 				    "no such rail");
+	else if (!ret)
+		nz_nl_config_event(info, NZ_EV_RAIL_SET,
+				   nla_data(attrs[NZ_A_RAIL_NAME]));
 	return ret;
 }
 
@@ -489,11 +499,16 @@ static int nz_nl_health_set(struct sk_buff *skb, struct genl_info *info)
 	const u32 *pmi = nz_nl_u32_or_null(info, NZ_A_HB_MISSES, &mi);
 	const u32 *pgr = nz_nl_u32_or_null(info, NZ_A_GRACE_MS, &gr);
 
+	int ret;
+
 	if (!piv && !pmi && !pgr) {
 		NL_SET_ERR_MSG(info->extack, "nothing to set");
 		return -EINVAL;
 	}
-	return nz_health_set(piv, pmi, pgr);
+	ret = nz_health_set(piv, pmi, pgr);
+	if (!ret)
+		nz_nl_config_event(info, NZ_EV_HEALTH_SET, NULL);
+	return ret;
 }
 
 static const struct genl_multicast_group nz_genl_mcgrps[] = {
@@ -524,6 +539,53 @@ void nz_netlink_event(const struct nz_event *ev)
 	genlmsg_end(msg, hdr);
 	genlmsg_multicast_netns(&nz_genl_family, ev->rail->net, msg, 0, 0,
 				GFP_KERNEL);
+}
+
+/* The event's own attributes: the rail as RAIL_GET has it, or health. */
+static int nz_nl_put_config(struct sk_buff *msg, u32 type, const char *name)
+{
+	struct nz_rail *rail;
+	int ret;
+
+	if (type == NZ_EV_HEALTH_SET)
+		return nla_put_u32(msg, NZ_A_HB_INTERVAL_MS,
+				   READ_ONCE(nz_health.hb_interval_ms)) ?:
+		       nla_put_u32(msg, NZ_A_HB_MISSES,
+				   READ_ONCE(nz_health.hb_misses)) ?:
+		       nla_put_u32(msg, NZ_A_GRACE_MS,
+				   READ_ONCE(nz_health.grace_ms));
+	if (type == NZ_EV_RAIL_DEL)
+		return nla_put_string(msg, NZ_A_RAIL_NAME, name);
+	rail = nz_rail_get(name);
+	if (!rail)		/* deleted meanwhile: its DEL event follows */
+		return -ENOENT;
+	ret = nz_nl_put_rail(msg, rail);
+	nz_rail_put(rail);
+	return ret;
+}
+
+/*
+ * Tell NZ_GENL_MCGRP_EVENTS listeners of the request's namespace about a
+ * configuration change that succeeded; best effort, like path events.
+ */
+static void nz_nl_config_event(struct genl_info *info, u32 type,
+			       const char *name)
+{
+	struct sk_buff *msg;
+	void *hdr;
+
+	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!msg)
+		return;
+	hdr = genlmsg_put(msg, 0, 0, &nz_genl_family, 0, NZ_CMD_EVENT);
+	if (!hdr || nla_put_u32(msg, NZ_A_EV_TYPE, type) ||
+	    nz_nl_put_config(msg, type, name)) {
+		nlmsg_free(msg);
+		return;
+	}
+	genlmsg_end(msg, hdr);
+	genlmsg_multicast_netns(&nz_genl_family, genl_info_net(info), msg, 0,
+				0, GFP_KERNEL);
 }
 
 static const struct genl_ops nz_genl_ops[] = {

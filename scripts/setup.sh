@@ -9,7 +9,7 @@ PACKAGES=(
 	qemu-system-x86 busybox-static kmod cpio xz-utils
 	iproute2 iputils-ping rdma-core ibverbs-utils perftest iperf3 ethtool procps
 	libibverbs-dev librdmacm-dev liburing-dev libmnl-dev pkg-config sparse
-	python3 python3-docutils rsync linux-perf
+	python3 python3-docutils python3-jsonschema rsync linux-perf
 	flex bison bc libelf-dev libssl-dev
 	python3-torch libtorch-dev pybind11-dev python3-dev python3-sklearn
 )

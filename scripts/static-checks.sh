@@ -7,7 +7,7 @@
 # (scripts/setup.sh installs them).
 set -u
 cd "$(dirname "$0")/.."
-KVER=${KVER:-$(scripts/kver.sh 2>/dev/null)}
+KVER=${KVER:-$(scripts/kver.sh --guest 2>/dev/null)}
 KDIR=${KDIR:-/lib/modules/$KVER/build}
 n=0
 tap() { n=$((n + 1)); echo "$1 $n - $2"; }

@@ -2,26 +2,30 @@
 /*
  * nezha-bench allreduce | broadcast | reduce | allgather | reduce_scatter |
  * alltoall | barrier: the collectives of libnezha, measured and printed
- * the way nccl-tests does, on ranks set up like a torchrun job
- * (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, and the job key in
- * NEZHA_JOB_KEY or NEZHA_JOB_KEY_FILE).
+ * the way nccl-tests does, with nccl-tests' options, on ranks set up like
+ * a torchrun job (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, and the job
+ * key in NEZHA_JOB_KEY or NEZHA_JOB_KEY_FILE).
  *
- * For every size from -b to -e (times -f): a barrier, -w warm-up
- * iterations, then -n timed ones; time is the mean per iteration, the
- * largest over the ranks.  size is the whole buffer as nccl-tests counts
+ * For every size from -b to -e (times -f, or plus -i): a barrier, -w
+ * warm-up iterations, then -n timed ones, each of -m collectives
+ * (issued together, non-blocking, unless -z 1); time is the mean per
+ * collective, averaged over the ranks (-a 1; -a 0 rank 0's, 2 the
+ * least, 3 the largest).  size is the whole buffer as nccl-tests counts
  * it (allgather: the gathered buffer; reduce_scatter: the input;
  * alltoall: either buffer), count its elements.  algbw = size / time;
  * busbw = algbw x the collective's factor (nccl-tests' PERFORMANCE.md):
  * allreduce 2(n-1)/n; allgather, reduce_scatter, alltoall (n-1)/n;
- * broadcast, reduce 1.  With -N k, k collectives run at once (non-blocking
- * calls on k buffer sets) and algbw counts all of them: k x size / time.
- * --check runs one more, untimed iteration on known data and counts the
- * elements that differ from the expected result (#wrong, all ranks).
+ * broadcast, reduce 1.  -c N (default 1) runs N more, untimed
+ * iterations on known data and counts the elements that differ from the
+ * expected result (#wrong, all ranks): integers and MIN/MAX/PROD exactly,
+ * sums and averages of floating-point types within the rounding error
+ * that n contributions can carry in that type (see nzb_tolerance()).
  *
  * Rank 0 broadcasts its options, so every rank runs the same plan.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,10 +42,12 @@ enum { PLACE_OUT = 1, PLACE_IN = 2, PLACE_BOTH = 3 };
 
 /* The plan, as rank 0 broadcasts it. */
 struct nzb_plan {
-	uint64_t min, max;
+	uint64_t min, max, step;
 	uint32_t factor, iters, warmup, check, dtype, op, root, algo, conc, place;
-	uint32_t stop_s, rsvd;
+	uint32_t stop_s, average, blocking, rsvd;
 };
+
+enum { AVG_RANK0, AVG_MEAN, AVG_MIN, AVG_MAX };
 
 struct nzb_coll {
 	struct nz_comm *comm;
@@ -51,7 +57,8 @@ struct nzb_coll {
 	size_t es;
 	unsigned char *sbuf[NZB_MAX_CONC], *rbuf[NZB_MAX_CONC];
 	size_t buflen;
-	unsigned char *want;		/* --check: one period of the result */
+	unsigned char *want;		/* -c: one period of the result */
+	double *want_f, *tol;		/* floating-point sums: value, tolerance */
 };
 
 static bool nzb_reduces(enum nz_coll c)
@@ -124,6 +131,71 @@ static long nzb_value(const struct nzb_coll *b, int r, size_t k)
 	}
 }
 
+/*
+ * Sums and averages of floating-point types get thirds (not exact in
+ * binary): their result depends on the order of the additions, which the
+ * algorithm chooses, and the check needs its tolerance.
+ */
+static bool nzb_inexact(const struct nzb_coll *b)
+{
+	enum nz_redop op = (enum nz_redop)b->p.op;
+
+	return nzb_is_float((enum nz_dtype)b->p.dtype) && (op == NZ_SUM || op == NZ_AVG);
+}
+
+static double nzb_fvalue(const struct nzb_coll *b, int r, size_t k)
+{
+	return (double)nzb_value(b, r, k) / (nzb_inexact(b) ? 3.0 : 1.0);
+}
+
+/* Unit roundoff of a floating-point type: half its epsilon. */
+static double nzb_unit_roundoff(enum nz_dtype t)
+{
+	switch (t) {
+	case NZ_FLOAT16: return ldexp(1, -11);
+	case NZ_BFLOAT16: return ldexp(1, -8);
+	case NZ_FLOAT32: return ldexp(1, -24);
+	default: return ldexp(1, -53);
+	}
+}
+
+static void nzb_putd(void *p, enum nz_dtype t, double d)
+{
+	uint16_t h;
+	float f = (float)d;
+
+	switch (t) {
+	case NZ_FLOAT16: h = nz_f32_to_f16(f); memcpy(p, &h, 2); break;
+	case NZ_BFLOAT16: h = nz_f32_to_bf16(f); memcpy(p, &h, 2); break;
+	case NZ_FLOAT32: memcpy(p, &f, 4); break;
+	default: memcpy(p, &d, 8); break;
+	}
+}
+
+/* A floating-point element as a double. */
+static double nzb_getd(const void *p, enum nz_dtype t)
+{
+	uint16_t h;
+	float f;
+	double d;
+
+	switch (t) {
+	case NZ_FLOAT16: memcpy(&h, p, 2); return nz_f16_to_f32(h);
+	case NZ_BFLOAT16: memcpy(&h, p, 2); return nz_bf16_to_f32(h);
+	case NZ_FLOAT32: memcpy(&f, p, 4); return f;
+	default: memcpy(&d, p, 8); return d;
+	}
+}
+
+/* The input element as it is in its type (rounded once). */
+static double nzb_input(const struct nzb_coll *b, int r, size_t k)
+{
+	unsigned char buf[8];
+
+	nzb_putd(buf, (enum nz_dtype)b->p.dtype, nzb_fvalue(b, r, k));
+	return nzb_getd(buf, (enum nz_dtype)b->p.dtype);
+}
+
 static void nzb_put(void *p, enum nz_dtype t, long v)
 {
 	uint64_t u = (uint64_t)v;
@@ -157,9 +229,14 @@ static void nzb_fill(const struct nzb_coll *b, unsigned char *buf, size_t count)
 		   (size_t)b->size * count : count;
 
 	if (nzb_reduces(b->coll)) {
-		for (size_t i = 0; i < n; i++)
-			nzb_put(buf + i * b->es, (enum nz_dtype)b->p.dtype,
-				nzb_value(b, b->rank, i % NZB_PERIOD));
+		for (size_t i = 0; i < n; i++) {
+			if (nzb_inexact(b))
+				nzb_putd(buf + i * b->es, (enum nz_dtype)b->p.dtype,
+					 nzb_fvalue(b, b->rank, i % NZB_PERIOD));
+			else
+				nzb_put(buf + i * b->es, (enum nz_dtype)b->p.dtype,
+					nzb_value(b, b->rank, i % NZB_PERIOD));
+		}
 		return;
 	}
 	for (size_t i = 0; i < n * b->es; i++) {
@@ -170,12 +247,52 @@ static void nzb_fill(const struct nzb_coll *b, unsigned char *buf, size_t count)
 	}
 }
 
+/*
+ * The tolerance of a floating-point sum of n inputs x_i, whatever the order
+ * of the n - 1 additions: each rounds to the type, a relative error of at
+ * most u (its unit roundoff) on a partial sum no larger than S = sum |x_i|,
+ * so |result - exact| <= (n - 1) u S; one more u for the rounding of the
+ * result itself (the average: its division), and the bound of an average
+ * is that of the sum over n.  (nccl-tests' fixed per-type bounds, 1e-5 for
+ * float, ignore n; this one grows with the rank count as the error can.)
+ */
+static double nzb_tolerance(const struct nzb_coll *b, double abs_sum)
+{
+	double u = nzb_unit_roundoff((enum nz_dtype)b->p.dtype), n = b->size;
+	double bound = n * u * abs_sum;
+
+	return (enum nz_redop)b->p.op == NZ_AVG ? bound / n * (1 + u) : bound;
+}
+
+static int nzb_expect_inexact(struct nzb_coll *b)
+{
+	b->want_f = malloc(NZB_PERIOD * sizeof(double));
+	b->tol = malloc(NZB_PERIOD * sizeof(double));
+	if (!b->want_f || !b->tol)
+		return -ENOMEM;
+	for (size_t k = 0; k < NZB_PERIOD; k++) {
+		double sum = 0, abs_sum = 0;
+
+		for (int r = 0; r < b->size; r++) {
+			double x = nzb_input(b, r, k);
+
+			sum += x;
+			abs_sum += fabs(x);
+		}
+		b->want_f[k] = (enum nz_redop)b->p.op == NZ_AVG ? sum / b->size : sum;
+		b->tol[k] = nzb_tolerance(b, abs_sum);
+	}
+	return 0;
+}
+
 /* One period of the reduced result. */
 static int nzb_expect(struct nzb_coll *b)
 {
 	enum nz_dtype t = (enum nz_dtype)b->p.dtype;
 	enum nz_redop op = (enum nz_redop)b->p.op;
 
+	if (nzb_inexact(b))
+		return nzb_expect_inexact(b);
 	b->want = malloc(NZB_PERIOD * b->es);
 	if (!b->want)
 		return -ENOMEM;
@@ -218,7 +335,14 @@ static uint64_t nzb_wrong(const struct nzb_coll *b, const unsigned char *res, si
 			size_t k = (b->coll == NZ_COLL_REDUCE_SCATTER ?
 				    (size_t)b->rank * count + i : i) % NZB_PERIOD;
 
-			wrong += memcmp(got, b->want + k * es, es) != 0;
+			if (b->want_f) {
+				double d = nzb_getd(got, (enum nz_dtype)b->p.dtype);
+
+				/* NaN fails too: the comparison is false. */
+				wrong += !(fabs(d - b->want_f[k]) <= b->tol[k]);
+			} else {
+				wrong += memcmp(got, b->want + k * es, es) != 0;
+			}
 			continue;
 		}
 		for (size_t j = 0; j < es; j++) {
@@ -282,14 +406,22 @@ static int nzb_start(struct nzb_coll *b, int k, bool inplace, size_t count,
 	}
 }
 
-/* One iteration: p.conc collectives at once, all waited for. */
+/*
+ * One iteration: p.conc collectives (-m), issued together and then all
+ * waited for; with -z 1 each is waited for before the next starts.
+ */
 static int nzb_iter(struct nzb_coll *b, bool inplace, size_t count)
 {
 	struct nz_coll_request *req[NZB_MAX_CONC] = { 0 };
 	int ret = 0;
 
-	for (uint32_t k = 0; k < b->p.conc && !ret; k++)
+	for (uint32_t k = 0; k < b->p.conc && !ret; k++) {
 		ret = nzb_start(b, (int)k, inplace, count, &req[k]);
+		if (!ret && b->p.blocking) {
+			ret = nz_coll_wait(req[k]);
+			req[k] = NULL;
+		}
+	}
 	for (uint32_t k = 0; k < b->p.conc; k++) {
 		if (req[k]) {
 			int w = nz_coll_wait(req[k]);
@@ -307,8 +439,8 @@ static int nzb_fail(const struct nzb_coll *b, const char *what, size_t size, int
 	return ret;
 }
 
-/* --check: fill the inputs of every buffer set, run once, count. */
-static int nzb_check(struct nzb_coll *b, size_t size, bool inplace, uint64_t *wrong)
+/* -c: fill the inputs of every buffer set, run once, count. */
+static int nzb_check_once(struct nzb_coll *b, size_t size, bool inplace, uint64_t *wrong)
 {
 	size_t count = nzb_count(b, size);
 	int ret;
@@ -340,9 +472,39 @@ static int nzb_check(struct nzb_coll *b, size_t size, bool inplace, uint64_t *wr
 	return 0;
 }
 
+/* -c N: N checked iterations, each on freshly written inputs. */
+static int nzb_check(struct nzb_coll *b, size_t size, bool inplace, uint64_t *wrong)
+{
+	int ret = 0;
+
+	for (uint32_t i = 0; i < b->p.check && !ret; i++)
+		ret = nzb_check_once(b, size, inplace, wrong);
+	return ret;
+}
+
+/* The time the table shows: rank 0's, or the mean, least or largest. */
+static int nzb_combine(struct nzb_coll *b, double t, double *usec)
+{
+	int ret;
+
+	switch (b->p.average) {
+	case AVG_RANK0:
+		*usec = t;
+		return nz_broadcast(b->comm, usec, usec, 1, NZ_FLOAT64, 0);
+	case AVG_MIN:
+		return nz_allreduce(b->comm, &t, usec, 1, NZ_FLOAT64, NZ_MIN);
+	case AVG_MAX:
+		return nz_allreduce(b->comm, &t, usec, 1, NZ_FLOAT64, NZ_MAX);
+	default:
+		ret = nz_allreduce(b->comm, &t, usec, 1, NZ_FLOAT64, NZ_SUM);
+		*usec /= b->size;
+		return ret;
+	}
+}
+
 /*
- * Timed run of one placement: *usec per iteration (the largest over the
- * ranks).  With -t, rank 0 derives the number of timed iterations from
+ * Timed run of one placement: *usec per collective (combined over the
+ * ranks as -a says).  With -t, rank 0 derives the number of timed iterations from
  * the warm-up's pace, so that no decision falls inside the timed loop.
  */
 static int nzb_measure(struct nzb_coll *b, size_t size, bool inplace, double *usec,
@@ -368,6 +530,7 @@ static int nzb_measure(struct nzb_coll *b, size_t size, bool inplace, double *us
 	if (b->p.stop_s && b->p.warmup) {
 		double each = (nzb_now() - start) / b->p.warmup;
 
+		/* Rank 0 decides, so that every rank runs as many. */
 		if (each * iters > b->p.stop_s)
 			iters = each > 0 ? (uint32_t)(b->p.stop_s / each) : iters;
 		iters = iters ? iters : 1;
@@ -383,8 +546,8 @@ static int nzb_measure(struct nzb_coll *b, size_t size, bool inplace, double *us
 		if (ret)
 			return nzb_fail(b, "run", size, ret);
 	}
-	t = (nzb_now() - t0) * 1e6 / iters;
-	ret = nz_allreduce(b->comm, &t, usec, 1, NZ_FLOAT64, NZ_MAX);
+	t = (nzb_now() - t0) * 1e6 / iters / b->p.conc;
+	ret = nzb_combine(b, t, usec);
 	if (!ret)
 		ret = nz_allreduce(b->comm, wrong, wrong, 1, NZ_UINT64, NZ_SUM);
 	return ret ? nzb_fail(b, "report", size, ret) : 0;
@@ -402,9 +565,12 @@ static void nzb_header(const struct nzb_coll *b)
 	for (int s = 0; s < nz_comm_nrails(b->comm); s++)
 		printf(" %s", nz_comm_rail_name(b->comm, s));
 	printf(", chunk unit %d KiB", nz_comm_unit(b->comm) / 1024);
-	printf("\n# %u iterations after %u warm-up%s, %u at once, data check %s, algorithm %s\n",
-	       b->p.iters, b->p.warmup, b->p.stop_s ? " (fewer when slower than -t)" : "", b->p.conc,
-	       b->p.check ? "on" : "off",
+	printf("\n# %u iterations after %u warm-up%s, %u collective%s each (%s), data check %u, time %s, algorithm %s\n",
+	       b->p.iters, b->p.warmup, b->p.stop_s ? " (fewer when slower than --time-cap)" : "",
+	       b->p.conc, b->p.conc == 1 ? "" : "s", b->p.blocking ? "blocking" : "non-blocking",
+	       b->p.check,
+	       (const char *[]){ "of rank 0", "averaged over ranks", "least of ranks",
+				 "largest of ranks" }[b->p.average],
 	       b->p.algo ? nz_coll_algo_name((enum nz_coll_algo)b->p.algo) : "auto");
 	printf("# tuning: rd up to %zu B (0: by ranks), hd up to %zu B, small %zu B, segment %zu B, pieces %zu B, window %u\n#\n",
 	       t.allreduce_rd_max, t.allreduce_crossover, t.small_max, t.segment, t.small_segment,
@@ -441,7 +607,7 @@ static void nzb_row_start(const struct nzb_coll *b, size_t size)
 
 static void nzb_cell(const struct nzb_coll *b, size_t size, double usec, uint64_t wrong)
 {
-	double algbw = usec > 0 ? (double)size * b->p.conc / usec / 1e3 : 0;
+	double algbw = usec > 0 ? (double)size / usec / 1e3 : 0;
 	char w[24] = "N/A";
 
 	if (b->p.check)
@@ -499,41 +665,106 @@ static int nzb_parse_size(const char *s, uint64_t *out)
 static void nzb_usage(const char *mode)
 {
 	fprintf(stderr,
-		"usage: nezha-bench %s [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]\n"
-		"         [-d DTYPE] [-o OP] [-r ROOT] [-A ALGO] [-N CONCURRENT] [-p out|in|both]\n"
-		"         [-t SECONDS] [-T SECONDS] [-u UNIT] [--check]\n"
+		"usage: nezha-bench %s [-b MINBYTES] [-e MAXBYTES] [-i STEPBYTES | -f STEPFACTOR]\n"
+		"         [-n ITERS] [-w WARMUP] [-m AGG] [-c CHECK] [-z 0|1] [-a 0|1|2|3]\n"
+		"         [-d DTYPE] [-o OP] [-r ROOT] [-T SECONDS] [-t 1] [-g 1] [-p 0|1]\n"
+		"         [-A ALGO] [-u UNIT] [--place out|in|both] [--time-cap SECONDS]\n"
+		"  nccl-tests' options and defaults: -b 32M -e 32M -i 1M -n 20 -w 5 -m 1 -c 1\n"
+		"  -z 0 -a 1 -d float -o sum -r 0; sizes take K/M/G suffixes\n"
+		"  -m: collectives per iteration (1..%d), -z 1: each waited for before the next\n"
+		"  -c N: N checked iterations (0: none); -a: time of rank 0, mean, least, largest\n"
 		"  ranks set up like torchrun: MASTER_ADDR MASTER_PORT RANK WORLD_SIZE,\n"
 		"  and the job key: NEZHA_JOB_KEY or NEZHA_JOB_KEY_FILE (nezhactl key generate)\n"
-		"  sizes (bytes, whole buffer as nccl-tests counts it) take K/M/G suffixes;\n"
-		"  defaults -b 8 -e 64M -f 2 -n 20 -w 5 -d float -o sum -r 0 -p both -N 1\n"
-		"  -A: force an algorithm (rd hd ring tree chain bruck direct pairwise ...)\n"
-		"  -N: collectives in flight at once (1..%d), non-blocking\n"
-		"  -t: fewer iterations when they would take longer than this (seconds)\n"
+		"  -t, -g: threads and GPUs per process: 1 only (one rank per process: torchrun)\n"
+		"  -p: accepted, no effect (no parallel init without threads)\n"
 		"  -T: fail when one wait makes no progress for this long (120)\n"
-		"  -u: the communicator's chunk unit in bytes (module default; the same on every rank)\n"
-		"  every rank follows rank 0's plan; only -T and -u are its own\n", mode, NZB_MAX_CONC);
+		"  -A: force an algorithm (rd hd ring tree chain bruck direct pairwise ...)\n"
+		"  -u: the communicator's chunk unit in bytes (the same on every rank)\n"
+		"  --place: out-of-place, in-place or both columns (both)\n"
+		"  --time-cap: fewer iterations when they would take longer than this\n"
+		"  ranks set up like torchrun: MASTER_ADDR MASTER_PORT RANK WORLD_SIZE;\n"
+		"  every rank follows rank 0's plan; only -T and -u are its own\n",
+		mode, NZB_MAX_CONC);
 }
+
+/* A whole number lo..hi, nothing else. */
+static int nzb_num(const char *s, long lo, long hi, uint32_t *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < lo || v > hi)
+		return -EINVAL;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+enum { OPT_PLACE = 256, OPT_TIME_CAP };
 
 static int nzb_options(int argc, char **argv, struct nzb_plan *p, int *wait_s,
 		       unsigned int *unit)
 {
 	static const struct option longopts[] = {
-		{ "check", no_argument, NULL, 'c' },
+		{ "nthreads", required_argument, NULL, 't' },
+		{ "ngpus", required_argument, NULL, 'g' },
+		{ "minbytes", required_argument, NULL, 'b' },
+		{ "maxbytes", required_argument, NULL, 'e' },
+		{ "stepbytes", required_argument, NULL, 'i' },
+		{ "stepfactor", required_argument, NULL, 'f' },
+		{ "op", required_argument, NULL, 'o' },
+		{ "datatype", required_argument, NULL, 'd' },
+		{ "root", required_argument, NULL, 'r' },
+		{ "iters", required_argument, NULL, 'n' },
+		{ "warmup_iters", required_argument, NULL, 'w' },
+		{ "agg_iters", required_argument, NULL, 'm' },
+		{ "average", required_argument, NULL, 'a' },
+		{ "parallel_init", required_argument, NULL, 'p' },
+		{ "check", optional_argument, NULL, 'c' },
+		{ "blocking", required_argument, NULL, 'z' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ "cudagraph", required_argument, NULL, 'G' },
+		{ "algo", required_argument, NULL, 'A' },
+		{ "unit", required_argument, NULL, 'u' },
+		{ "place", required_argument, NULL, OPT_PLACE },
+		{ "time-cap", required_argument, NULL, OPT_TIME_CAP },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	enum nz_dtype dt;
 	enum nz_redop op;
 	enum nz_coll_algo algo;
-	long v;
+	uint32_t v;
 	int opt;
 
-	*p = (struct nzb_plan){ .min = 8, .max = 64 << 20, .factor = 2, .iters = 20,
-				.warmup = 5, .dtype = NZ_FLOAT32, .op = NZ_SUM, .conc = 1,
-				.place = PLACE_BOTH };
+	*p = (struct nzb_plan){ .min = 32 << 20, .max = 32 << 20, .step = 1 << 20,
+				.factor = 1, .iters = 20, .warmup = 5, .check = 1,
+				.dtype = NZ_FLOAT32, .op = NZ_SUM, .conc = 1,
+				.place = PLACE_BOTH, .average = AVG_MEAN };
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "b:e:f:n:w:d:o:r:A:N:p:t:T:u:ch", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "t:g:b:e:i:f:o:d:r:n:w:m:a:p:c:z:T:G:A:u:h",
+				  longopts, NULL)) != -1) {
 		switch (opt) {
+		case 't': case 'g':
+			/* Threads or GPUs per process: one rank is one process. */
+			if (nzb_num(optarg, 1, 1, &v)) {
+				fprintf(stderr, "nezha-bench: -%c %s: one rank per process only "
+					"(start more processes, torchrun --nproc-per-node)\n",
+					opt, optarg);
+				goto bad;
+			}
+			break;
+		case 'G':
+			if (nzb_num(optarg, 0, 0, &v)) {
+				fprintf(stderr, "nezha-bench: -G: no CUDA graphs without GPUs\n");
+				goto bad;
+			}
+			break;
+		case 'p':
+			if (nzb_num(optarg, 0, 1, &v))
+				goto bad;
+			break;
 		case 'u': {
 			uint64_t u;
 
@@ -548,6 +779,10 @@ static int nzb_options(int argc, char **argv, struct nzb_plan *p, int *wait_s,
 			break;
 		case 'e':
 			if (nzb_parse_size(optarg, &p->max))
+				goto bad;
+			break;
+		case 'i':
+			if (nzb_parse_size(optarg, &p->step) || !p->step)
 				goto bad;
 			break;
 		case 'd':
@@ -565,35 +800,59 @@ static int nzb_options(int argc, char **argv, struct nzb_plan *p, int *wait_s,
 				goto bad;
 			p->algo = algo;
 			break;
-		case 'p':
+		case OPT_PLACE:
 			p->place = !strcmp(optarg, "out") ? PLACE_OUT : !strcmp(optarg, "in") ?
 				   PLACE_IN : !strcmp(optarg, "both") ? PLACE_BOTH : 0;
 			if (!p->place)
 				goto bad;
 			break;
-		case 'f': case 'n': case 'w': case 'r': case 'N': case 't': case 'T':
-			v = strtol(optarg, NULL, 10);
-			if (v < 0 || v > 1000000 || (opt == 'f' && v < 2) || (opt == 'n' && v < 1) ||
-			    (opt == 'N' && (v < 1 || v > NZB_MAX_CONC)))
-				goto bad;
-			if (opt == 'f')
-				p->factor = (uint32_t)v;
-			else if (opt == 'n')
-				p->iters = (uint32_t)v;
-			else if (opt == 'w')
-				p->warmup = (uint32_t)v;
-			else if (opt == 'r')
-				p->root = (uint32_t)v;
-			else if (opt == 'N')
-				p->conc = (uint32_t)v;
-			else if (opt == 't')
-				p->stop_s = (uint32_t)v;
-			else
-				*wait_s = (int)v;
-			break;
 		case 'c':
-			p->check = 1;
+			/* --check alone (as before nccl-tests took a count) is 1. */
+			if (!optarg)
+				p->check = 1;
+			else if (nzb_num(optarg, 0, 1000, &p->check))
+				goto bad;
 			break;
+		case 'f':
+			if (nzb_num(optarg, 1, 1000000, &p->factor))
+				goto bad;
+			break;
+		case 'n':
+			if (nzb_num(optarg, 1, 1000000, &p->iters))
+				goto bad;
+			break;
+		case 'w':
+			if (nzb_num(optarg, 0, 1000000, &p->warmup))
+				goto bad;
+			break;
+		case 'r':
+			if (nzb_num(optarg, 0, 1000000, &p->root))
+				goto bad;
+			break;
+		case 'm':
+			if (nzb_num(optarg, 1, NZB_MAX_CONC, &p->conc))
+				goto bad;
+			break;
+		case 'a':
+			if (nzb_num(optarg, 0, 3, &p->average))
+				goto bad;
+			break;
+		case 'z':
+			if (nzb_num(optarg, 0, 1, &p->blocking))
+				goto bad;
+			break;
+		case OPT_TIME_CAP:
+			if (nzb_num(optarg, 0, 1000000, &p->stop_s))
+				goto bad;
+			break;
+		case 'T':
+			if (nzb_num(optarg, 1, 1000000, &v))
+				goto bad;
+			*wait_s = (int)v;
+			break;
+		case 'h':
+			nzb_usage(argv[0]);
+			return 1;
 		default:
 			goto bad;
 		}
@@ -654,7 +913,7 @@ int nzb_bench_coll(int argc, char **argv)
 			b.coll = (enum nz_coll)c;
 	ret = nzb_options(argc, argv, &b.p, &wait_s, &unit);
 	if (ret)
-		return ret;
+		return ret > 0 ? 0 : ret;	/* -h: the usage was asked for */
 	ret = nzb_init(&b.comm, unit);
 	if (ret) {
 		fprintf(stderr, "nezha-bench %s: %s\n", argv[0], nz_last_error());
@@ -673,7 +932,8 @@ int nzb_bench_coll(int argc, char **argv)
 		goto out;
 	if (b.rank == 0)
 		nzb_header(&b);
-	for (uint64_t s = b.p.min; s <= b.p.max; s = s ? s * b.p.factor : 1) {
+	for (uint64_t s = b.p.min; s <= b.p.max;
+	     s = b.p.factor > 1 ? (s ? s * b.p.factor : 1) : s + b.p.step) {
 		size_t size = b.coll == NZ_COLL_BARRIER ? 0 : (size_t)s;
 		double us[2] = { 0, 0 };
 		uint64_t wrong[2] = { 0, 0 };
@@ -694,7 +954,7 @@ int nzb_bench_coll(int argc, char **argv)
 			printf("  %s\n", nz_coll_algo_name(nz_coll_select(b.comm, b.coll, size)));
 			fflush(stdout);
 			sum_bw += us[(b.p.place & PLACE_OUT) ? 0 : 1] > 0 ?
-				  (double)size * b.p.conc / us[(b.p.place & PLACE_OUT) ? 0 : 1] / 1e3 *
+				  (double)size / us[(b.p.place & PLACE_OUT) ? 0 : 1] / 1e3 *
 				  nzb_busbw_factor(b.coll, b.size) : 0;
 			nsizes++;
 		}
@@ -716,5 +976,7 @@ out:
 		free(b.rbuf[k]);
 	}
 	free(b.want);
+	free(b.want_f);
+	free(b.tol);
 	return ret;
 }

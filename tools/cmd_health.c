@@ -12,13 +12,9 @@
 #include <linux/nezha_netlink.h>
 #include "nezhactl.h"
 
-static int nzctl_health_usage(void)
-{
-	fprintf(stderr,
-		"usage: nezhactl health [show]\n"
-		"       nezhactl health set [interval MS] [misses N] [grace MS]\n");
-	return -EINVAL;
-}
+#define NZCTL_HEALTH_USAGE \
+	"nezhactl [-j] [-p] health [show]\n" \
+	"       nezhactl health set [interval MS] [misses N] [grace MS]"
 
 static int nzctl_health_cb(const struct nlmsghdr *nlh, void *data)
 {
@@ -41,68 +37,73 @@ static int nzctl_health_cb(const struct nlmsghdr *nlh, void *data)
 			break;
 		}
 	}
+	if (nzctl.json) {
+		nzj_obj_open(&nzctl.j, NULL);
+		nzj_u64(&nzctl.j, "interval_ms", v[0]);
+		nzj_u64(&nzctl.j, "misses", v[1]);
+		nzj_u64(&nzctl.j, "suspect_after_ms", (uint64_t)v[0] * v[1]);
+		nzj_u64(&nzctl.j, "grace_ms", v[2]);
+		nzj_obj_close(&nzctl.j);
+		nzj_end(&nzctl.j);
+		return MNL_CB_OK;
+	}
 	printf("heartbeat interval %u ms misses %u (dead after %u ms) grace %u ms\n",
 	       v[0], v[1], v[0] * v[1], v[2]);
 	return MNL_CB_OK;
 }
 
-static int nzctl_parse_u32(const char *s, uint32_t *out)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || *end || end == s || v > UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
-}
-
 int nzctl_health(int argc, char **argv)
 {
-	static const struct { const char *kw; int attr; } kws[] = {
-		{ "interval", NZ_A_HB_INTERVAL_MS },
-		{ "misses", NZ_A_HB_MISSES },
-		{ "grace", NZ_A_GRACE_MS },
+	static const struct nzctl_kw subs[] = {
+		{ "show", 0 }, { "list", 0 }, { "set", 1 }, { "help", 2 }, { NULL, 0 },
 	};
+	static const struct nzctl_kw kws[] = {
+		{ "interval", 0 }, { "misses", 1 }, { "grace", 2 }, { NULL, 0 },
+	};
+	static const int attrs[] = { NZ_A_HB_INTERVAL_MS, NZ_A_HB_MISSES, NZ_A_GRACE_MS };
+	uint32_t val[3];
+	int have[3] = { 0, 0, 0 };
 	struct nlmsghdr *nlh;
 	struct nzctl_nl nl;
-	bool set;
-	int i, k, ret;
+	int i, k, sub = 0, ret;
 
-	if (argc > 1 && strcmp(argv[1], "show") && strcmp(argv[1], "set"))
-		return nzctl_health_usage();
-	set = argc > 1 && !strcmp(argv[1], "set");
-	if (set && (argc < 4 || argc % 2))
-		return nzctl_health_usage();
-	if (!set && argc > 2)
-		return nzctl_health_usage();
+	if (argc > 1 && nzctl_is_help(argv[1]))
+		sub = 2;
+	else if (argc > 1 && (sub = nzctl_kw(argv[1], subs, "health",
+					     NZCTL_HEALTH_USAGE)) < 0)
+		return sub;
+	if (sub == 2) {
+		printf("usage: %s\n", NZCTL_HEALTH_USAGE);
+		return 0;
+	}
+	if (!sub && argc > 2)
+		return nzctl_usage_err(NZCTL_HEALTH_USAGE, "health show: too many arguments");
+	if (sub == 1 && argc < 4)
+		return nzctl_usage_err(NZCTL_HEALTH_USAGE, "health set: nothing to set");
 	/* Check every argument before talking to the kernel. */
-	for (i = 2; set && i < argc; i += 2) {
-		uint32_t v;
-
-		for (k = 0; k < 3 && strcmp(argv[i], kws[k].kw); k++)
-			;
-		if (k == 3 || nzctl_parse_u32(argv[i + 1], &v)) {
-			fprintf(stderr, "nezhactl: health set: bad \"%s %s\"\n",
-				argv[i], argv[i + 1]);
-			return nzctl_health_usage();
-		}
+	for (i = 2; sub == 1 && i < argc; i += 2) {
+		k = nzctl_kw(argv[i], kws, "health set", NZCTL_HEALTH_USAGE);
+		if (k < 0)
+			return k;
+		if (i + 1 >= argc)
+			return nzctl_usage_err(NZCTL_HEALTH_USAGE,
+					       "health set: \"%s\" needs a value", argv[i]);
+		if (have[k]++)
+			return nzctl_usage_err(NZCTL_HEALTH_USAGE,
+					       "health set: \"%s\" given twice", kws[k].name);
+		if (nzctl_parse_u32(argv[i + 1], UINT32_MAX, &val[k]))
+			return nzctl_usage_err(NZCTL_HEALTH_USAGE,
+					       "health set: bad %s \"%s\"", kws[k].name,
+					       argv[i + 1]);
 	}
 	ret = nzctl_nl_open(&nl);
 	if (ret)
 		return ret;
-	if (set) {
+	if (sub == 1) {
 		nlh = nzctl_nl_request(&nl, NZ_CMD_HEALTH_SET, 0);
-		for (i = 2; i < argc; i += 2) {
-			uint32_t v;
-
-			for (k = 0; strcmp(argv[i], kws[k].kw); k++)
-				;
-			nzctl_parse_u32(argv[i + 1], &v);
-			mnl_attr_put_u32(nlh, kws[k].attr, v);
-		}
+		for (k = 0; k < 3; k++)
+			if (have[k])
+				mnl_attr_put_u32(nlh, attrs[k], val[k]);
 		ret = nzctl_nl_talk(&nl, nlh, NULL, NULL);
 		if (ret)
 			nzctl_nl_perror(&nl, ret, "health set");

@@ -73,9 +73,9 @@ static int nzctl_get_info(struct nzctl_info *info)
 		return ret;
 	ret = nzctl_nl_talk(&nl, nzctl_nl_request(&nl, NZ_CMD_GET_INFO, 0),
 			    nzctl_info_cb, info);
-	nzctl_nl_close(&nl);
 	if (ret)
-		fprintf(stderr, "nezhactl: get info: %s\n", strerror(-ret));
+		nzctl_nl_perror(&nl, ret, "get info");
+	nzctl_nl_close(&nl);
 	return ret;
 }
 
@@ -88,17 +88,33 @@ int nzctl_version(int argc, char **argv)
 	struct nzctl_info info;
 	int ret;
 
-	(void)argv;
-	if (argc > 1) {
-		fprintf(stderr, "usage: nezhactl version\n");
-		return -EINVAL;
+	if (argc > 1 && nzctl_is_help(argv[1])) {
+		printf("usage: nezhactl [-j] [-p] version\n");
+		return 0;
 	}
-	printf("nezhactl %s, libnezha %s, abi %d\n", NZ_LIB_VERSION,
-	       nz_library_version(), NZ_ABI_VERSION);
+	if (argc > 1)
+		return nzctl_usage_err("nezhactl [-j] [-p] version",
+				       "version: too many arguments");
+	if (!nzctl.json)
+		printf("nezhactl %s, libnezha %s, abi %d\n", NZ_LIB_VERSION,
+		       nz_library_version(), NZ_ABI_VERSION);
 	ret = nzctl_get_info(&info);
 	if (ret)
 		return ret;
-	printf("module nezha %s, abi %" PRIu32 "\n", info.release, info.abi);
+	if (nzctl.json) {
+		nzj_obj_open(&nzctl.j, NULL);
+		nzj_str(&nzctl.j, "nezhactl", NZ_LIB_VERSION);
+		nzj_str(&nzctl.j, "libnezha", nz_library_version());
+		nzj_u64(&nzctl.j, "abi", NZ_ABI_VERSION);
+		nzj_obj_open(&nzctl.j, "module");
+		nzj_str(&nzctl.j, "release", info.release);
+		nzj_u64(&nzctl.j, "abi", info.abi);
+		nzj_obj_close(&nzctl.j);
+		nzj_obj_close(&nzctl.j);
+		nzj_end(&nzctl.j);
+	} else {
+		printf("module nezha %s, abi %" PRIu32 "\n", info.release, info.abi);
+	}
 	if (info.abi != NZ_ABI_VERSION)
 		fprintf(stderr, "nezhactl: warning: module abi %" PRIu32
 			" differs from ours (%d)\n", info.abi, NZ_ABI_VERSION);
@@ -117,6 +133,31 @@ static void nzctl_print_features(uint64_t f)
 	printf("\n");
 }
 
+static void nzctl_show_json(const struct nzctl_info *info,
+			    const char *const *names)
+{
+	struct nzj *j = &nzctl.j;
+	size_t i;
+
+	nzj_obj_open(j, NULL);
+	nzj_str(j, "release", info->release);
+	nzj_u64(j, "abi", info->abi);
+	nzj_arr_open(j, "features");
+	for (i = 0; i < sizeof(nzctl_feature_names) / sizeof(nzctl_feature_names[0]); i++)
+		if (info->features & (1ULL << i))
+			nzj_str(j, NULL, nzctl_feature_names[i]);
+	nzj_arr_close(j);
+	nzj_u64(j, "open_files", info->open_files);
+	nzj_u64(j, "inflight", info->inflight);
+	nzj_obj_open(j, "commands");
+	for (i = NZ_STAT_PAD + 1; i <= NZ_STAT_MAX; i++)
+		if (names[i])
+			nzj_u64(j, names[i], info->stats[i]);
+	nzj_obj_close(j);
+	nzj_obj_close(j);
+	nzj_end(j);
+}
+
 int nzctl_show(int argc, char **argv)
 {
 	static const char *const names[NZ_STAT_MAX + 1] = {
@@ -130,14 +171,19 @@ int nzctl_show(int argc, char **argv)
 	struct nzctl_info info;
 	int i, ret;
 
-	(void)argv;
-	if (argc > 1) {
-		fprintf(stderr, "usage: nezhactl show\n");
-		return -EINVAL;
+	if (argc > 1 && nzctl_is_help(argv[1])) {
+		printf("usage: nezhactl [-j] [-p] show\n");
+		return 0;
 	}
+	if (argc > 1)
+		return nzctl_usage_err("nezhactl [-j] [-p] show", "show: too many arguments");
 	ret = nzctl_get_info(&info);
 	if (ret)
 		return ret;
+	if (nzctl.json) {
+		nzctl_show_json(&info, names);
+		return 0;
+	}
 	printf("nezha %s abi %" PRIu32 "\n", info.release, info.abi);
 	nzctl_print_features(info.features);
 	printf("files: %" PRIu32 " open, %" PRIu32 " commands in flight\n",

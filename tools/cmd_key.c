@@ -13,12 +13,7 @@
 #include "nezha.h"
 #include "nezhactl.h"
 
-static int nzctl_key_usage(void)
-{
-	fprintf(stderr, "usage: nezhactl key generate [FILE]\n"
-			"       nezhactl key check FILE\n");
-	return -EINVAL;
-}
+#define NZCTL_KEY_USAGE "nezhactl key { generate [FILE] | check FILE | help }"
 
 /* A new file of mode 0600 holding hex and a newline; never an old file. */
 static int nzctl_key_write(const char *path, const char *hex)
@@ -48,13 +43,26 @@ static int nzctl_key_write(const char *path, const char *hex)
 
 int nzctl_key(int argc, char **argv)
 {
+	static const struct nzctl_kw subs[] = {
+		{ "generate", 0 }, { "check", 1 }, { "help", 2 }, { NULL, 0 },
+	};
 	char hex[NZ_JOB_KEY_HEX_LEN + 1];
 	uint8_t key[NZ_JOB_KEY_LEN];
-	int ret;
+	int sub, ret;
 
 	if (argc < 2)
-		return nzctl_key_usage();
-	if (!strcmp(argv[1], "generate") && argc <= 3) {
+		return nzctl_usage_err(NZCTL_KEY_USAGE, "key: generate or check?");
+	sub = nzctl_is_help(argv[1]) ? 2 :
+	      nzctl_kw(argv[1], subs, "key", NZCTL_KEY_USAGE);
+	if (sub < 0)
+		return sub;
+	if (sub == 2) {
+		printf("usage: %s\n", NZCTL_KEY_USAGE);
+		return 0;
+	}
+	if (sub == 0) {
+		if (argc > 3)
+			return nzctl_usage_err(NZCTL_KEY_USAGE, "key generate: too many arguments");
 		ret = nz_job_key_generate(hex, sizeof(hex));
 		if (ret) {
 			fprintf(stderr, "nezhactl: key generate: %s\n", nz_last_error());
@@ -67,15 +75,14 @@ int nzctl_key(int argc, char **argv)
 		memset(hex, 0, sizeof(hex));
 		return ret;
 	}
-	if (!strcmp(argv[1], "check") && argc == 3) {
-		ret = nz_job_key_read_file(argv[2], key);
-		memset(key, 0, sizeof(key));
-		if (ret) {
-			fprintf(stderr, "nezhactl: key check: %s\n", nz_last_error());
-			return ret;
-		}
-		printf("%s: a job key, readable by its owner only\n", argv[2]);
-		return 0;
+	if (argc != 3)
+		return nzctl_usage_err(NZCTL_KEY_USAGE, "key check: one FILE");
+	ret = nz_job_key_read_file(argv[2], key);
+	memset(key, 0, sizeof(key));
+	if (ret) {
+		fprintf(stderr, "nezhactl: key check: %s\n", nz_last_error());
+		return ret;
 	}
-	return nzctl_key_usage();
+	printf("%s: a job key, readable by its owner only\n", argv[2]);
+	return 0;
 }

@@ -10,7 +10,9 @@
  *   nezhactl rail del NAME
  *   nezhactl rail set NAME [weight W] [up|down]
  *   nezhactl rail [show|list] [NAME]
+ *   nezhactl rail flush
  *
+ * Every keyword may be a unique prefix ("r a r0 pr t d eth0").
  * Arguments are checked here first, so that a usage error never reaches
  * the kernel; the kernel checks everything again (names, devices,
  * addresses, ranges) and explains its refusals in the extended ack.
@@ -18,6 +20,8 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,49 +38,23 @@
 	"                         [gid-index G] [addr A.B.C.D] [port PORT] [weight W]"
 #define NZCTL_RAIL_DEL_USAGE	"nezhactl rail del NAME"
 #define NZCTL_RAIL_SET_USAGE	"nezhactl rail set NAME [weight W] [up|down]"
-#define NZCTL_RAIL_SHOW_USAGE	"nezhactl rail [show|list] [NAME]"
+#define NZCTL_RAIL_SHOW_USAGE	"nezhactl [-j] [-p] rail [show|list] [NAME]"
+#define NZCTL_RAIL_FLUSH_USAGE	"nezhactl rail flush"
 
 static int nzctl_rail_usage(const char *usage)
 {
 	fprintf(stderr, "usage: %s\n", usage);
-	return -EINVAL;
+	return NZCTL_EUSAGE;
 }
 
-/* "nezhactl: <what is wrong>" and the usage line; returns -EINVAL. */
-__attribute__((format(printf, 2, 3)))
-static int nzctl_rail_bad(const char *usage, const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "nezhactl: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return nzctl_rail_usage(usage);
-}
+#define nzctl_rail_bad nzctl_usage_err
 
 static void nzctl_rail_help(FILE *f)
 {
-	fprintf(f, "usage: %s\n       %s\n       %s\n       %s\n",
+	fprintf(f, "usage: %s\n       %s\n       %s\n       %s\n       %s\n",
 		NZCTL_RAIL_ADD_USAGE, NZCTL_RAIL_DEL_USAGE,
-		NZCTL_RAIL_SET_USAGE, NZCTL_RAIL_SHOW_USAGE);
-}
-
-/* A decimal number 0..max, nothing else (no sign, no blanks). */
-static int nzctl_parse_u32(const char *s, uint32_t max, uint32_t *out)
-{
-	unsigned long long v;
-	char *end;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v > max)
-		return -EINVAL;
-	*out = (uint32_t)v;
-	return 0;
+		NZCTL_RAIL_SET_USAGE, NZCTL_RAIL_SHOW_USAGE,
+		NZCTL_RAIL_FLUSH_USAGE);
 }
 
 static const char *const nzctl_proto_names[] = {
@@ -100,7 +78,9 @@ static int nzctl_rail_request(struct nzctl_nl *nl, struct nlmsghdr *req,
 {
 	int ret = nzctl_nl_talk(nl, req, cb, data);
 
-	if (ret)
+	/* A batch with -w waits for a missing device: that is no error yet. */
+	if (ret && !(nzctl.pending_quiet &&
+		     (ret == -ENODEV || ret == -EADDRNOTAVAIL)))
 		nzctl_nl_perror(nl, ret, what);
 	return ret;
 }
@@ -116,62 +96,121 @@ struct nzctl_rail_add_args {
 	struct in_addr addr;
 };
 
+enum { ADD_PROTO, ADD_DEV, ADD_NETDEV, ADD_IBPORT, ADD_GID, ADD_ADDR,
+       ADD_PORT, ADD_WEIGHT };
+
+static const struct nzctl_kw nzctl_rail_add_kws[] = {
+	{ "proto", ADD_PROTO }, { "dev", ADD_DEV }, { "netdev", ADD_NETDEV },
+	{ "ib-port", ADD_IBPORT }, { "gid-index", ADD_GID }, { "addr", ADD_ADDR },
+	{ "port", ADD_PORT }, { "weight", ADD_WEIGHT }, { NULL, 0 },
+};
+
+static const struct nzctl_kw nzctl_proto_kws[] = {
+	{ "tcp", NZ_PROTO_TCP }, { "rdma", NZ_PROTO_RDMA }, { NULL, 0 },
+};
+
 /* One "KEYWORD VALUE" pair of rail add. */
-static int nzctl_rail_add_arg(struct nzctl_rail_add_args *a, const char *kw,
-			      const char *val)
+static int nzctl_rail_add_arg(struct nzctl_rail_add_args *a, int kw,
+			      const char *kwname, const char *val)
 {
-	if (!strcmp(kw, "proto")) {
+	int p;
+
+	switch (kw) {
+	case ADD_PROTO:
 		if (a->proto)
 			goto twice;
-		if (!strcmp(val, "tcp"))
-			a->proto = NZ_PROTO_TCP;
-		else if (!strcmp(val, "rdma"))
-			a->proto = NZ_PROTO_RDMA;
-		else
-			return ADD_BAD("rail add: unknown protocol \"%s\"", val);
-	} else if (!strcmp(kw, "dev")) {
+		p = nzctl_kw(val, nzctl_proto_kws, "rail add: protocol",
+			     NZCTL_RAIL_ADD_USAGE);
+		if (p < 0)
+			return p;
+		a->proto = (uint32_t)p;
+		break;
+	case ADD_DEV:
 		if (a->dev)
 			goto twice;
 		a->dev = val;
-	} else if (!strcmp(kw, "netdev")) {
+		break;
+	case ADD_NETDEV:
 		if (a->netdev)
 			goto twice;
 		a->netdev = val;
-	} else if (!strcmp(kw, "ib-port")) {
+		break;
+	case ADD_IBPORT:
 		if (a->have_ib_port++)
 			goto twice;
 		if (nzctl_parse_u32(val, NZ_MAX_IBPORT, &a->ib_port) || !a->ib_port)
 			return ADD_BAD("rail add: bad ib-port \"%s\" (1..%d)", val,
 				       NZ_MAX_IBPORT);
-	} else if (!strcmp(kw, "gid-index")) {
+		break;
+	case ADD_GID:
 		if (a->have_gid_index++)
 			goto twice;
 		if (nzctl_parse_u32(val, NZ_MAX_GID_INDEX, &a->gid_index))
 			return ADD_BAD("rail add: bad gid-index \"%s\" (0..%d)", val,
 				       NZ_MAX_GID_INDEX);
-	} else if (!strcmp(kw, "addr")) {
+		break;
+	case ADD_ADDR:
 		if (a->have_addr++)
 			goto twice;
 		if (inet_pton(AF_INET, val, &a->addr) != 1)
 			return ADD_BAD("rail add: bad IPv4 address \"%s\"", val);
-	} else if (!strcmp(kw, "port")) {
+		break;
+	case ADD_PORT:
 		if (a->have_port++)
 			goto twice;
 		if (nzctl_parse_u32(val, 65535, &a->port) || !a->port)
 			return ADD_BAD("rail add: bad port \"%s\" (1..65535)", val);
-	} else if (!strcmp(kw, "weight")) {
+		break;
+	case ADD_WEIGHT:
 		if (a->have_weight++)
 			goto twice;
 		/* The range is the kernel's: it says so if it objects. */
 		if (nzctl_parse_u32(val, UINT32_MAX, &a->weight))
 			return ADD_BAD("rail add: bad weight \"%s\"", val);
-	} else {
-		return ADD_BAD("rail add: unknown argument \"%s\"", kw);
+		break;
 	}
 	return 0;
 
 twice:
-	return ADD_BAD("rail add: \"%s\" given twice", kw);
+	return ADD_BAD("rail add: \"%s\" given twice", kwname);
+}
+
+/* RDMA rails need nezha_rdma: load it, as the kernel would load a protocol. */
+static int nzctl_modprobe(const char *mod)
+{
+	char *argv[] = { (char *)"modprobe", (char *)"-q", (char *)mod, NULL };
+	extern char **environ;
+	int status;
+	pid_t pid;
+
+	if (posix_spawnp(&pid, "modprobe", NULL, NULL, argv, environ))
+		return -ENOENT;
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status))
+		return -ENOENT;
+	return 0;
+}
+
+static void nzctl_rail_add_msg(struct nzctl_nl *nl, struct nlmsghdr *nlh,
+			       const struct nzctl_rail_add_args *a)
+{
+	mnl_attr_put_strz(nlh, NZ_A_RAIL_NAME, a->name);
+	mnl_attr_put_u32(nlh, NZ_A_RAIL_PROTO, a->proto);
+	if (a->dev)
+		mnl_attr_put_strz(nlh, NZ_A_RAIL_DEV, a->dev);
+	if (a->netdev)
+		mnl_attr_put_strz(nlh, NZ_A_RAIL_NETDEV, a->netdev);
+	if (a->have_ib_port)
+		mnl_attr_put_u32(nlh, NZ_A_RAIL_IBPORT, a->ib_port);
+	if (a->have_gid_index)
+		mnl_attr_put_u32(nlh, NZ_A_RAIL_GID_INDEX, a->gid_index);
+	if (a->have_addr)
+		mnl_attr_put_u32(nlh, NZ_A_RAIL_ADDR, a->addr.s_addr);
+	if (a->have_port)
+		mnl_attr_put_u16(nlh, NZ_A_RAIL_PORT, (uint16_t)a->port);
+	if (a->have_weight)
+		mnl_attr_put_u32(nlh, NZ_A_RAIL_WEIGHT, a->weight);
+	(void)nl;
 }
 
 static int nzctl_rail_add(int argc, char **argv)
@@ -186,9 +225,15 @@ static int nzctl_rail_add(int argc, char **argv)
 		return ADD_BAD("rail add: no name");
 	a.name = argv[1];
 	for (i = 2; i < argc; i += 2) {
+		int kw = nzctl_kw(argv[i], nzctl_rail_add_kws, "rail add",
+				  NZCTL_RAIL_ADD_USAGE);
+
+		if (kw < 0)
+			return kw;
 		if (i + 1 >= argc)
 			return ADD_BAD("rail add: \"%s\" needs a value", argv[i]);
-		ret = nzctl_rail_add_arg(&a, argv[i], argv[i + 1]);
+		ret = nzctl_rail_add_arg(&a, kw, nzctl_rail_add_kws[kw].name,
+					 argv[i + 1]);
 		if (ret)
 			return ret;
 	}
@@ -204,24 +249,18 @@ static int nzctl_rail_add(int argc, char **argv)
 	if (ret)
 		return ret;
 	nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_ADD, 0);
-	mnl_attr_put_strz(nlh, NZ_A_RAIL_NAME, a.name);
-	mnl_attr_put_u32(nlh, NZ_A_RAIL_PROTO, a.proto);
-	if (a.dev)
-		mnl_attr_put_strz(nlh, NZ_A_RAIL_DEV, a.dev);
-	if (a.netdev)
-		mnl_attr_put_strz(nlh, NZ_A_RAIL_NETDEV, a.netdev);
-	if (a.have_ib_port)
-		mnl_attr_put_u32(nlh, NZ_A_RAIL_IBPORT, a.ib_port);
-	if (a.have_gid_index)
-		mnl_attr_put_u32(nlh, NZ_A_RAIL_GID_INDEX, a.gid_index);
-	if (a.have_addr)
-		mnl_attr_put_u32(nlh, NZ_A_RAIL_ADDR, a.addr.s_addr);
-	if (a.have_port)
-		mnl_attr_put_u16(nlh, NZ_A_RAIL_PORT, (uint16_t)a.port);
-	if (a.have_weight)
-		mnl_attr_put_u32(nlh, NZ_A_RAIL_WEIGHT, a.weight);
+	nzctl_rail_add_msg(&nl, nlh, &a);
 	snprintf(what, sizeof(what), "rail add %s", a.name);
-	ret = nzctl_rail_request(&nl, nlh, what, NULL, NULL);
+	ret = nzctl_nl_talk(&nl, nlh, NULL, NULL);
+	if (ret == -EPROTONOSUPPORT && a.proto == NZ_PROTO_RDMA &&
+	    !nzctl_modprobe("nezha_rdma")) {
+		nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_ADD, 0);
+		nzctl_rail_add_msg(&nl, nlh, &a);
+		ret = nzctl_nl_talk(&nl, nlh, NULL, NULL);
+	}
+	if (ret && !(nzctl.pending_quiet &&
+		     (ret == -ENODEV || ret == -EADDRNOTAVAIL)))
+		nzctl_nl_perror(&nl, ret, what);
 	nzctl_nl_close(&nl);
 	return ret;
 }
@@ -265,19 +304,24 @@ static int nzctl_rail_set(int argc, char **argv)
 	if (argc < 3)
 		return SET_BAD("rail set %s: nothing to set", argv[1]);
 	for (i = 2; i < argc; i++) {
-		if (!strcmp(argv[i], "up") || !strcmp(argv[i], "down")) {
+		static const struct nzctl_kw kws[] = {
+			{ "weight", 0 }, { "up", 1 }, { "down", 2 }, { NULL, 0 },
+		};
+		int kw = nzctl_kw(argv[i], kws, "rail set", NZCTL_RAIL_SET_USAGE);
+
+		if (kw < 0)
+			return kw;
+		if (kw > 0) {
 			if (admin >= 0)
 				return SET_BAD("rail set: up or down given twice");
-			admin = !strcmp(argv[i], "up");
-		} else if (!strcmp(argv[i], "weight")) {
+			admin = kw == 1;
+		} else {
 			if (have_weight++)
 				return SET_BAD("rail set: \"weight\" given twice");
 			if (++i >= argc)
 				return SET_BAD("rail set: \"weight\" needs a value");
 			if (nzctl_parse_u32(argv[i], UINT32_MAX, &weight))
 				return SET_BAD("rail set: bad weight \"%s\"", argv[i]);
-		} else {
-			return SET_BAD("rail set: unknown argument \"%s\"", argv[i]);
 		}
 	}
 
@@ -387,56 +431,123 @@ static int nzctl_rail_attr_cb(const struct nlattr *attr, void *data)
 static void nzctl_sysfs_read(const char *dir, const char *file, char *buf,
 			     size_t len)
 {
-	char path[512];
-	FILE *f;
+	char path[768];
 
-	snprintf(buf, len, "-");
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	if (fgets(buf, (int)len, f))
-		buf[strcspn(buf, "\n")] = '\0';
-	fclose(f);
+	if (nzctl_read_value(path, buf, len) || !buf[0])
+		snprintf(buf, len, "-");
+}
+
+static const char *const nzctl_peer_files[] = {
+	"sched_state", "est_bw", "srtt_us", "min_rtt_us", "start_us",
+	"window_bytes", "inflight_bytes", "state",
+};
+#define NZCTL_PEER_FILES (sizeof(nzctl_peer_files) / sizeof(nzctl_peer_files[0]))
+
+/* A number from sysfs into JSON; a value that is not one stays a string. */
+static void nzctl_json_value(const char *key, const char *v)
+{
+	char *end;
+	unsigned long long n;
+
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (*v >= '0' && *v <= '9' && !*end && !errno)
+		nzj_u64(&nzctl.j, key, n);
+	else if (!strcmp(v, "-"))
+		nzj_null(&nzctl.j, key);
+	else
+		nzj_str(&nzctl.j, key, v);
 }
 
 /*
  * The scheduler's view of each (peer, rail) connection, from sysfs:
- *     peer 1 job 00c0ffee00000001: hot bw 4.98 MB/s rtt 2.3 ms (min 2.1)
- *       start 2.4 ms window 262144 inflight 131072 (rank 0)
+ *     peer 1 job 00c0ffee00000001 (rank 0): hot bw 4.98 MB/s rtt 2.3 ms
+ *       (min 2.1) start 2.4 ms window 262144 inflight 131072
  */
 static void nzctl_rail_show_peers(const char *rail)
 {
-	char dir[320], v[7][64];
-	static const char *const files[] = {
-		"sched_state", "est_bw", "srtt_us", "min_rtt_us", "start_us",
-		"window_bytes", "inflight_bytes",
-	};
+	char dir[512], v[NZCTL_PEER_FILES][64], job_hex[24];
 	unsigned int job_rank, peer;
 	unsigned long long job;
 	struct dirent *de;
 	size_t i;
 	DIR *d;
 
-	snprintf(dir, sizeof(dir), "/sys/class/nezha/rail-%s", rail);
+	snprintf(dir, sizeof(dir), "%s/rail-%s", nzctl.sysfs, rail);
+	if (nzctl.json)
+		nzj_arr_open(&nzctl.j, "peers");
 	d = opendir(dir);
-	if (!d)
-		return;
-	while ((de = readdir(d))) {
+	while (d && (de = readdir(d))) {
 		if (sscanf(de->d_name, "peer-%llx-%u-%u", &job, &job_rank,
 			   &peer) != 3)
 			continue;
-		snprintf(dir, sizeof(dir), "/sys/class/nezha/rail-%s/%s", rail,
+		snprintf(dir, sizeof(dir), "%s/rail-%s/%s", nzctl.sysfs, rail,
 			 de->d_name);
-		for (i = 0; i < 7; i++)
-			nzctl_sysfs_read(dir, files[i], v[i], sizeof(v[i]));
+		for (i = 0; i < NZCTL_PEER_FILES; i++)
+			nzctl_sysfs_read(dir, nzctl_peer_files[i], v[i], sizeof(v[i]));
+		if (nzctl.json) {
+			snprintf(job_hex, sizeof(job_hex), "%016llx", job);
+			nzj_obj_open(&nzctl.j, NULL);
+			nzj_str(&nzctl.j, "job", job_hex);
+			nzj_u64(&nzctl.j, "rank", job_rank);
+			nzj_u64(&nzctl.j, "peer", peer);
+			for (i = 0; i < NZCTL_PEER_FILES; i++)
+				nzctl_json_value(nzctl_peer_files[i], v[i]);
+			nzj_obj_close(&nzctl.j);
+			continue;
+		}
 		printf("    peer %u job %016llx (rank %u): %s bw %.2f MB/s rtt %.1f ms"
 		       " (min %.1f) start %.1f ms window %s inflight %s\n",
 		       peer, job, job_rank, v[0], strtod(v[1], NULL) / 1e6,
 		       strtod(v[2], NULL) / 1e3, strtod(v[3], NULL) / 1e3,
 		       strtod(v[4], NULL) / 1e3, v[5], v[6]);
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
+	if (nzctl.json)
+		nzj_arr_close(&nzctl.j);
+}
+
+static const char *const nzctl_rstat_names[NZ_RSTAT_MAX + 1] = {
+	[NZ_RSTAT_BYTES_TX] = "bytes_tx",
+	[NZ_RSTAT_BYTES_RX] = "bytes_rx",
+	[NZ_RSTAT_CHUNKS_TX] = "chunks_tx",
+	[NZ_RSTAT_CHUNKS_RX] = "chunks_rx",
+	[NZ_RSTAT_ERRORS] = "errors",
+	[NZ_RSTAT_HS_REFUSED] = "handshakes_refused",
+	[NZ_RSTAT_CONNS] = "conns",
+	[NZ_RSTAT_FAILOVERS] = "failovers",
+	[NZ_RSTAT_RESENT] = "chunks_resent",
+};
+
+static void nzctl_rail_json(const struct nzctl_rail *r, const char *addr)
+{
+	struct nzj *j = &nzctl.j;
+	int i;
+
+	nzj_obj_open(j, NULL);
+	nzj_u64(j, "id", r->id);
+	nzj_str(j, "name", r->name);
+	nzj_str(j, "proto", NZCTL_NAME(nzctl_proto_names, r->proto));
+	nzj_str(j, "dev", r->dev);
+	nzj_str(j, "netdev", r->netdev);
+	nzj_str(j, "addr", addr);
+	nzj_u64(j, "port", r->port);
+	nzj_u64(j, "weight", r->weight);
+	nzj_str(j, "state", NZCTL_NAME(nzctl_state_names, r->state));
+	nzj_u64(j, "speed_mbps", r->speed);
+	if (r->ib_port)
+		nzj_u64(j, "ib_port", r->ib_port);
+	if (r->gid_index >= 0)
+		nzj_u64(j, "gid_index", (uint64_t)r->gid_index);
+	nzj_obj_open(j, "stats");
+	for (i = NZ_RSTAT_PAD + 1; i <= NZ_RSTAT_MAX; i++)
+		if (nzctl_rstat_names[i])
+			nzj_u64(j, nzctl_rstat_names[i], r->stats[i]);
+	nzj_obj_close(j);
+	nzctl_rail_show_peers(r->name);
+	nzj_obj_close(j);
 }
 
 /*
@@ -457,6 +568,10 @@ static int nzctl_rail_show_cb(const struct nlmsghdr *nlh, void *data)
 	mnl_attr_parse(nlh, sizeof(struct genlmsghdr), nzctl_rail_attr_cb, &r);
 	if (!inet_ntop(AF_INET, &r.addr, addr, sizeof(addr)))
 		snprintf(addr, sizeof(addr), "?");
+	if (nzctl.json) {
+		nzctl_rail_json(&r, addr);
+		return MNL_CB_OK;
+	}
 	if (r.ib_port && r.gid_index >= 0)
 		snprintf(rdma, sizeof(rdma), " ib-port %" PRIu32 " gid-index %" PRId64
 			 " netdev %s", r.ib_port, r.gid_index, r.netdev);
@@ -502,30 +617,113 @@ static int nzctl_rail_show(int argc, char **argv)
 		nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_GET, NLM_F_DUMP);
 		snprintf(what, sizeof(what), "rail show");
 	}
+	if (nzctl.json)
+		nzj_arr_open(&nzctl.j, NULL);
 	ret = nzctl_rail_request(&nl, nlh, what, nzctl_rail_show_cb, NULL);
+	if (nzctl.json) {
+		nzj_arr_close(&nzctl.j);
+		nzj_end(&nzctl.j);
+	}
 	nzctl_nl_close(&nl);
 	return ret;
 }
 
+/* --- flush ---------------------------------------------------------------- */
+
+struct nzctl_names {
+	char name[NZ_MAX_RAILS * 4][NZ_RAIL_NAME_LEN];
+	int n;
+};
+
+static int nzctl_rail_name_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nzctl_names *names = data;
+	struct nzctl_rail r;
+
+	memset(&r, 0, sizeof(r));
+	mnl_attr_parse(nlh, sizeof(struct genlmsghdr), nzctl_rail_attr_cb, &r);
+	if (r.name[0] && names->n < (int)(sizeof(names->name) / sizeof(names->name[0])))
+		snprintf(names->name[names->n++], NZ_RAIL_NAME_LEN, "%s", r.name);
+	return MNL_CB_OK;
+}
+
+/* Delete every rail (of this network namespace's view: all of them). */
+static int nzctl_rail_flush(int argc, char **argv)
+{
+	struct nzctl_names names = { .n = 0 };
+	struct nzctl_nl nl;
+	struct nlmsghdr *nlh;
+	char what[64];
+	int i, ret, first = 0;
+
+	(void)argv;
+	if (argc != 1)
+		return nzctl_rail_usage(NZCTL_RAIL_FLUSH_USAGE);
+	ret = nzctl_nl_open(&nl);
+	if (ret)
+		return ret;
+	nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_GET, NLM_F_DUMP);
+	ret = nzctl_rail_request(&nl, nlh, "rail flush", nzctl_rail_name_cb, &names);
+	for (i = 0; !ret && i < names.n; i++) {
+		nlh = nzctl_nl_request(&nl, NZ_CMD_RAIL_DEL, 0);
+		mnl_attr_put_strz(nlh, NZ_A_RAIL_NAME, names.name[i]);
+		snprintf(what, sizeof(what), "rail flush: del %s", names.name[i]);
+		/* Gone meanwhile is what we wanted. */
+		ret = nzctl_nl_talk(&nl, nlh, NULL, NULL);
+		if (ret && ret != -ENOENT) {
+			nzctl_nl_perror(&nl, ret, what);
+			first = first ? first : ret;
+		}
+		ret = 0;
+	}
+	nzctl_nl_close(&nl);
+	return ret ? ret : first;
+}
+
 /* --- dispatch ------------------------------------------------------------- */
+
+enum { RAIL_SHOW, RAIL_ADD, RAIL_DEL, RAIL_SET, RAIL_FLUSH, RAIL_HELP };
+
+static const struct nzctl_kw nzctl_rail_kws[] = {
+	{ "show", RAIL_SHOW }, { "list", RAIL_SHOW }, { "add", RAIL_ADD },
+	{ "del", RAIL_DEL }, { "delete", RAIL_DEL }, { "set", RAIL_SET },
+	{ "flush", RAIL_FLUSH }, { "help", RAIL_HELP }, { NULL, 0 },
+};
 
 int nzctl_rail(int argc, char **argv)
 {
-	const char *sub = argc > 1 ? argv[1] : "show";
+	int sub;
 
-	if (argc <= 1 || !strcmp(sub, "show") || !strcmp(sub, "list"))
-		return nzctl_rail_show(argc > 1 ? argc - 1 : 1, argv + 1);
-	if (!strcmp(sub, "add"))
-		return nzctl_rail_add(argc - 1, argv + 1);
-	if (!strcmp(sub, "del") || !strcmp(sub, "delete"))
-		return nzctl_rail_del(argc - 1, argv + 1);
-	if (!strcmp(sub, "set"))
-		return nzctl_rail_set(argc - 1, argv + 1);
-	if (!strcmp(sub, "help")) {
+	if (argc <= 1)
+		return nzctl_rail_show(1, argv);
+	if (nzctl_is_help(argv[1])) {
 		nzctl_rail_help(stdout);
 		return 0;
 	}
-	fprintf(stderr, "nezhactl: rail: unknown command \"%s\"\n", sub);
-	nzctl_rail_help(stderr);
-	return -EINVAL;
+	sub = nzctl_kw(argv[1], nzctl_rail_kws, "rail", NULL);
+	if (sub < 0) {
+		nzctl_rail_help(stderr);
+		return sub;
+	}
+	/* "nezhactl rail add help": the usage of that command. */
+	if (argc > 2 && nzctl_is_help(argv[2]) && sub != RAIL_SHOW) {
+		static const char *const u[] = {
+			[RAIL_ADD] = NZCTL_RAIL_ADD_USAGE, [RAIL_DEL] = NZCTL_RAIL_DEL_USAGE,
+			[RAIL_SET] = NZCTL_RAIL_SET_USAGE, [RAIL_FLUSH] = NZCTL_RAIL_FLUSH_USAGE,
+			[RAIL_HELP] = NZCTL_RAIL_SHOW_USAGE,
+		};
+
+		printf("usage: %s\n", u[sub]);
+		return 0;
+	}
+	switch (sub) {
+	case RAIL_SHOW: return nzctl_rail_show(argc - 1, argv + 1);
+	case RAIL_ADD: return nzctl_rail_add(argc - 1, argv + 1);
+	case RAIL_DEL: return nzctl_rail_del(argc - 1, argv + 1);
+	case RAIL_SET: return nzctl_rail_set(argc - 1, argv + 1);
+	case RAIL_FLUSH: return nzctl_rail_flush(argc - 1, argv + 1);
+	default:
+		nzctl_rail_help(stdout);
+		return 0;
+	}
 }

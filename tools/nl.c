@@ -219,6 +219,8 @@ int nzctl_nl_open(struct nzctl_nl *nl)
 		goto out_close;
 	}
 	nl->portid = mnl_socket_get_portid(nl->sock);
+	/* nlctrl's one multicast group, "notify", has the family's id. */
+	nl->mcgrp_ctrl = GENL_ID_CTRL;
 	/* Best effort: older kernels simply explain less. */
 	mnl_socket_setsockopt(nl->sock, NETLINK_EXT_ACK, &one, sizeof(one));
 	mnl_socket_setsockopt(nl->sock, NETLINK_CAP_ACK, &one, sizeof(one));

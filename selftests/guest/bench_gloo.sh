@@ -117,10 +117,10 @@ fi
 barrier nezha-ready 180 $st || { not_ok "barrier nezha-ready"; tap_done; exit 1; }
 nz_run() {	# nz_run NAME PORT MIN MAX FACTOR ITERS WARMUP CONC
 	local name=$1 port=$2 out=$NZ_OUT/nezha-$1.txt rc
-	say "\$ nezha-bench allreduce -b $3 -e $4 -f $5 -n $6 -w $7 -N $8 -p out -t $CAP --check"
+	say "\$ nezha-bench allreduce -b $3 -e $4 -f $5 -n $6 -w $7 -m $8 -c 1 -a 3 --place out --time-cap $CAP"
 	MASTER_ADDR=$NZ_BAR_ADDR MASTER_PORT=$port RANK=$NZ_NODE WORLD_SIZE=$NZ_NODES \
 		NEZHA_TIMEOUT_MS=60000 timeout -k 5 900 "$BENCH" allreduce -b "$3" -e "$4" \
-		-f "$5" -n "$6" -w "$7" -N "$8" -p out -t $CAP --check -T 120 >"$out" 2>&1
+		-f "$5" -n "$6" -w "$7" -m "$8" -c 1 -a 3 --place out --time-cap $CAP -T 120 >"$out" 2>&1
 	rc=$?
 	comment <"$out"
 	if [ $rc = 0 ]; then

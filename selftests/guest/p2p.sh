@@ -210,7 +210,7 @@ fi
 b0=$(rail_stat r0 bytes_tx); b1=$(rail_stat r1 bytes_tx)
 check "sched: 16 MiB ring allreduces both ways, results checked" \
 	env MASTER_PORT=29517 "$NZ_BIN/tools/nezha-bench" allreduce -b 16M -e 16M -n 2 -w 1 \
-	-p out --check -T 120
+	--place out -c 1 -T 120
 b0=$(($(rail_stat r0 bytes_tx) - b0)); b1=$(($(rail_stat r1 bytes_tx) - b1))
 if [ $((b0 + b1)) -gt 0 ] && [ $((5 * b0)) -ge $((2 * (b0 + b1))) ] &&
 	[ $((5 * b1)) -ge $((2 * (b0 + b1))) ]; then

@@ -31,22 +31,27 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# check_err NAME PATTERN CMD...: CMD fails and what it prints matches PATTERN.
+# check_err NAME PATTERN CMD...: CMD fails with status 1 (the kernel's or
+# the system's refusal) and what it prints matches PATTERN.
 check_err() {
-	local name=$1 pat=$2 out; shift 2
-	if out=$("$@" 2>&1); then
+	local name=$1 pat=$2 out rc; shift 2
+	out=$("$@" 2>&1); rc=$?
+	if [ $rc = 0 ]; then
 		not_ok "$name" "succeeded but should fail: $out"
+	elif [ $rc != 1 ]; then
+		not_ok "$name" "exit status $rc, not 1: $(tr '\n' ' ' <<<"$out")"
 	elif grep -qE -- "$pat" <<<"$out"; then
 		ok "$name"
 	else
 		not_ok "$name" "wrong error: $(tr '\n' ' ' <<<"$out")"
 	fi
 }
-# check_usage NAME CMD...: a usage error, found before talking to the kernel.
+# check_usage NAME CMD...: a usage error (status 255), found before talking
+# to the kernel.
 check_usage() {
 	local name=$1 out rc; shift
 	out=$("$@" 2>&1); rc=$?
-	if [ $rc -eq 1 ] && grep -q '^usage: nezhactl rail' <<<"$out" &&
+	if [ $rc -eq 255 ] && grep -q '^usage: nezhactl .*rail' <<<"$out" &&
 	   ! grep -qE 'not loaded|nezhactl: rail [a-z]+ [^:]*: [A-Z]' <<<"$out"; then
 		ok "$name"
 	else
@@ -384,11 +389,179 @@ if wait $writer; then ok "a concurrent writer's 20 cycles"; else not_ok "a concu
 writer=
 check "no trace of the cycled rails" sh -c "! test -e $SYS/rail-cyc && ! test -e $SYS/rail-cyd && ! $CTL rail show | grep -q cy"
 
+# --- nezhactl as operators script it (issue 25) ---------------------------------------------
+
+JC="/usr/bin/python3 $NZ_TOP/selftests/json_check.py"
+# check_rc NAME RC PATTERN CMD...: exit status RC, output matching PATTERN.
+check_rc() {
+	local name=$1 want=$2 pat=$3 out rc; shift 3
+	out=$("$@" 2>&1); rc=$?
+	if [ $rc = "$want" ] && grep -qE -- "$pat" <<<"$out"; then ok "$name"
+	else not_ok "$name" "rc $rc (want $want): $(tr '\n' ' ' <<<"$out")"; fi
+}
+# The JSON of every show command, checked against the schema in one Python
+# run (each start of Python costs seconds under TCG).
+J=$NZ_OUT/json
+mkdir -p "$J"
+json_ok=1
+for c in "version:version" "show:show" "rail_show:rail show" "rail_show_r0:-p rail show r0" \
+	 "health_show:health" "param_show:param" "device_show:device" "stats:stats"; do
+	f=${c%%:*}
+	# shellcheck disable=SC2086  # the command's words
+	"$CTL" -j ${c#*:} >"$J/$f.json" 2>&1 || { json_ok=0; not_ok "-j ${c#*:}" "$(cat "$J/$f.json")"; }
+done
+pairs=()
+for f in "$J"/*.json; do
+	b=${f##*/}; b=${b%.json}
+	pairs+=("${b%_r0}=$f")
+done
+out=$($JC --each "${pairs[@]}" 2>&1); rc=$?
+sed "s/^/# /" <<<"$out"
+if [ $rc = 4 ]; then
+	skip "-j: every show command's JSON against the schema" "python3-jsonschema not installed"
+elif [ $rc = 0 ] && [ $json_ok = 1 ] && [ "$(grep -c '^ok ' <<<"$out")" = 8 ]; then
+	ok "-j: version, show, rail show (and -p NAME), health, param, device, stats valid against the schema"
+else
+	not_ok "-j: every show command's JSON against the schema" "$(grep -v '^ok ' <<<"$out" | head -3)"
+fi
+check_eq "-j rail show: the rails' names" "$(first_names "$nrails")" \
+	sh -c "grep -o '\"name\":\"[^\"]*\"' $J/rail_show.json | cut -d'\"' -f4 | tr '\n' ' '"
+check_eq "prefixes: r s r0 w 50 is rail set r0 weight 50" "50" sh -c "$CTL r se r0 w 50 && cat $SYS/rail-r0/weight"
+"$CTL" rail set r0 weight 100
+check_rc "a kernel error is status 1" 1 '^nezhactl: rail add r0: File exists' \
+	"$CTL" rail add r0 proto tcp dev "$d0"
+check "param set sched_mode weights" sh -c "$CTL param set sched_mode weights &&
+	grep -qx weights /sys/module/nezha/parameters/sched_mode"
+check_rc "param set: the module's refusal is status 1" 1 "Invalid argument" \
+	"$CTL" param set sched_mode fastest
+"$CTL" param set sched_mode measured
+check_rc "param set dev_mode: load time, /etc/modprobe.d; status 255" 255 \
+	"options nezha dev_mode=0600" "$CTL" param set dev_mode 0600
+prom=$("$CTL" stats -o prometheus 2>&1)
+if grep -q "^nezha_rail_sent_bytes_total{rail=\"r0\"} [0-9]" <<<"$prom" &&
+   grep -q '^nezha_rail_up{rail="r0"} 1$' <<<"$prom" &&
+   ! grep -vE '^(# (HELP|TYPE) nezha_[a-z_]+ .*|nezha_[a-z_]+(\{[^}]*\})? [-0-9.e+]+)$' <<<"$prom" | grep -q .; then
+	ok "stats -o prometheus: every line a sample or a comment, r0's counters"
+else
+	not_ok "stats -o prometheus" "$(head -c 400 <<<"$prom")"
+fi
+
+# monitor: configuration events, in JSON.
+"$CTL" -j monitor count 4 timeout 20 >"$NZ_OUT/mon.json" 2>&1 &
+mon=$!
+sleep 0.5
+"$CTL" rail add rmon proto tcp dev "$d0" port 7493 &&
+	"$CTL" rail set rmon weight 7 down && "$CTL" health set grace 5000 &&
+	"$CTL" rail del rmon
+wait $mon; rc=$?
+check_eq "monitor: rail add, set, health set, rail del, then count reached" \
+	"0 rail-add rail-set health-set rail-del" \
+	sh -c "echo $rc \$(sed 's/.*\"event\":\"\\([^\"]*\\)\".*/\\1/' $NZ_OUT/mon.json)"
+check "monitor: the set event carries the new weight and state" \
+	sh -c "sed -n 2p $NZ_OUT/mon.json | grep '\"weight\":7,' | grep -q '\"state\":\"admin-down\"'"
+
+# A monitor that cannot keep up loses events: it says so and goes on.
+# Stopped while one batch process adds and deletes a rail 300 times (600
+# events, more than its socket buffer holds), it must report the loss and
+# still print the event after it.
+"$CTL" -j monitor >"$NZ_OUT/mon-lost.json" 2>"$NZ_OUT/mon-lost.err" &
+mon=$!
+sleep 0.5
+kill -STOP $mon
+for i in $(seq 300); do
+	echo "rail add rl proto tcp dev $d0 port 7496"
+	echo "rail del rl"
+done >"$NZ_OUT/cycles.batch"
+"$CTL" -b "$NZ_OUT/cycles.batch"
+kill -CONT $mon
+sleep 1
+"$CTL" health set grace 5000
+for _ in $(seq 50); do grep -q health-set "$NZ_OUT/mon-lost.json" && break; sleep 0.2; done
+kill $mon 2>/dev/null; wait $mon 2>/dev/null
+out=$($JC --each "monitor_event=$NZ_OUT/mon.json" "monitor_event=$NZ_OUT/mon-lost.json" 2>&1); rc=$?
+case $rc in
+0) ok "monitor -j: every line valid against the schema (also the loss)" ;;
+4) skip "monitor -j: every line valid against the schema" "python3-jsonschema not installed" ;;
+*) not_ok "monitor -j: every line valid against the schema" "$out" ;;
+esac
+if grep -q 'events lost' "$NZ_OUT/mon-lost.err" && grep -q '"event":"lost"' "$NZ_OUT/mon-lost.json" &&
+   grep -q '"event":"health-set"' "$NZ_OUT/mon-lost.json"; then
+	ok "monitor: events lost to a full buffer are reported, and it goes on"
+else
+	not_ok "monitor: events lost to a full buffer are reported, and it goes on" \
+		"$(wc -l <"$NZ_OUT/mon-lost.json") lines; $(head -c 200 "$NZ_OUT/mon-lost.err")"
+fi
+
+# -n NETNS, as ip -n.
+if ip netns add nzrn2 2>/dev/null && ip link add nzrw0 type veth peer name nzrw1 netns nzrn2 2>/dev/null; then
+	ip -n nzrn2 addr add 10.97.0.2/24 dev nzrw1 && ip -n nzrn2 link set nzrw1 up
+	check "-n NETNS: rail add on a device of that namespace" "$CTL" -n nzrn2 rail add rns proto tcp dev nzrw1
+	check "-n NETNS: its address is that namespace's" sh -c "$CTL -j rail show rns | grep -q '\"addr\":\"10.97.0.2\"'"
+	"$CTL" rail del rns
+	ip link del nzrw0 2>/dev/null
+	ip netns del nzrn2
+else
+	skip "-n NETNS" "cannot make a namespace with a veth pair"
+fi
+
+# nezha.service's ExecStart: nezhactl -w -b /etc/nezha/nezha.conf, where one
+# NIC appears only later -- first without an address, then with one.
+cat >"$NZ_OUT/nezha.conf" <<EOC
+# as /etc/nezha/nezha.conf
+device set group 65534 mode 0640
+health set interval 4 misses 4 grace 5000
+param set sched_target_ms 20
+rail add rw0 proto tcp dev $d0 port 7494
+rail add rw1 proto tcp \\
+    dev nzwait0 port 7495
+EOC
+ip link del nzwait0 2>/dev/null
+"$CTL" -w -b "$NZ_OUT/nezha.conf" >"$NZ_OUT/batch.log" 2>&1 &
+batch=$!
+sleep 1
+check "-w -b: a rail whose NIC is missing waits (nezhactl still runs)" kill -0 $batch
+check "... the others are added" test -e "$SYS/rail-rw0" -a ! -e "$SYS/rail-rw1"
+check_eq "... the device line applied: /dev/nezha group 65534 mode 640" "65534 640" stat -c '%g %a' /dev/nezha
+if ip link add nzwait0 type dummy 2>/dev/null; then
+	ip link set nzwait0 up
+	sleep 1
+	check "... a NIC without an address: still waiting" kill -0 $batch
+	ip addr add 10.96.0.1/24 dev nzwait0
+	for _ in $(seq 50); do kill -0 $batch 2>/dev/null || break; sleep 0.2; done
+	wait $batch; rc=$?
+	check_eq "... its address appears: the rail is added, nezhactl exits 0" "0 up" \
+		sh -c "echo $rc \$(cat $SYS/rail-rw1/state 2>&1)"
+	grep -q 'rw1 added' "$NZ_OUT/batch.log" && ok "... and says so" ||
+		not_ok "... and says so" "$(cat "$NZ_OUT/batch.log")"
+else
+	kill $batch; wait $batch
+	skip "-w: a NIC that appears later" "no dummy devices"
+fi
+chgrp root /dev/nezha; chmod 0660 /dev/nezha
+printf 'device set mode 0606\nrail add rx proto tcp dev nosuch0\n' >"$NZ_OUT/dev.conf"
+check_eq "device apply FILE (the udev rule's command): only the device lines" "606" \
+	sh -c "$CTL device apply $NZ_OUT/dev.conf && stat -c %a /dev/nezha && ! test -e $SYS/rail-rx"
+chmod 0660 /dev/nezha
+check "rail flush (ExecStop) deletes every rail" sh -c "$CTL rail flush && test -z \"\$($CTL rail show)\""
+for ((i = 0; i < nrails; i++)); do
+	"$CTL" rail add "r$i" proto tcp dev "${ifs[i]}"
+done
+ip link del nzwait0 2>/dev/null
+
 # --- rmmod with rails configured -------------------------------------------------------------
 
+"$CTL" monitor >"$NZ_OUT/mon-rmmod.log" 2>&1 &
+mon=$!
+sleep 0.3
 "$CTL" rail set r0 down
 logged=$(dmesg | wc -l)
 check "rmmod with $nrails rails configured" nz_unload
+for _ in $(seq 25); do kill -0 $mon 2>/dev/null || break; sleep 0.2; done
+kill $mon 2>/dev/null
+wait $mon; rc=$?
+check_eq "monitor: the module unloaded ends it, status 1, with a message" \
+	"1 nezhactl: monitor: the nezha module was unloaded" \
+	sh -c "echo $rc \$(grep unloaded $NZ_OUT/mon-rmmod.log)"
 check "the nezha class is gone" test ! -e "$SYS"
 check_eq "every rail was deleted" "$nrails" \
 	sh -c "dmesg | tail -n +$((logged + 1)) | grep -c 'rail r[0-9]* deleted'"

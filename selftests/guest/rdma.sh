@@ -114,8 +114,12 @@ rdma resource show qp | grep nezha_rdma | comment
 if [ "$ME" = 1 ]; then
 	read -r slot nrails <"$HOLD.info.$ME"
 	job=$(basename /sys/class/nezha/rail-rd/peer-*-1-0 | cut -d- -f2)
-	run_tap hostile "$NZ_BIN/guest/nz_rdma_hostile" $RD_ADDR0 7470 "$job" \
-		"$slot" "$nrails" 65536 1 0
+	if [ -x "$NZ_BIN/guest/nz_rdma_hostile" ]; then
+		run_tap hostile "$NZ_BIN/guest/nz_rdma_hostile" $RD_ADDR0 7470 "$job" \
+			"$slot" "$nrails" 65536 1 0
+	else
+		skip "hostile RDMA peer" "nz_rdma_hostile not built (librdmacm-dev missing)"
+	fi
 	touch "$HOLD"
 fi
 wait $hold

@@ -14,6 +14,10 @@
 #   nz.tmp=tmpfs    /tmp is a fresh tmpfs; "overlay": the overlay's /tmp
 #                   (host /tmp, writable), for runs whose files live there
 #   nz.moddir=PATH  bind PATH over /lib/modules/$(uname -r) (debug kernels)
+#   nz.boot=systemd boot the host's systemd in the guest root instead:
+#                   selftests/qemu/systemd-prep.sh installs Nezha's system
+#                   files there and a unit that runs the stage script and
+#                   powers off (vm.sh -a nz.boot=systemd; the service suite)
 
 /bin/busybox mkdir -p /bin /sbin /usr/bin /usr/sbin
 /bin/busybox --install -s
@@ -36,7 +40,7 @@ fail() {
 	power_off
 }
 
-node='' run='' stage='' tmp=tmpfs moddir=''
+node='' run='' stage='' tmp=tmpfs moddir='' boot=''
 read -r cmdline </proc/cmdline
 for arg in $cmdline; do
 	case $arg in
@@ -45,6 +49,7 @@ for arg in $cmdline; do
 	nz.stage=*) stage=${arg#nz.stage=} ;;
 	nz.tmp=*) tmp=${arg#nz.tmp=} ;;
 	nz.moddir=*) moddir=${arg#nz.moddir=} ;;
+	nz.boot=*) boot=${arg#nz.boot=} ;;
 	esac
 done
 if [ -z "$node" ] || [ -z "$run" ] || [ -z "$stage" ]; then
@@ -91,5 +96,13 @@ chmod 755 /bin/nz-modprobe
 echo /bin/nz-modprobe >/proc/sys/kernel/modprobe
 
 [ -e "$r$stage" ] || fail "stage script $stage not found"
+if [ "$boot" = systemd ]; then
+	chroot $r /bin/bash "${stage%/*}/systemd-prep.sh" "$node" "$run" "$stage" \
+		</dev/null >/dev/console 2>&1 || fail "systemd-prep.sh"
+	# The initramfs goes with switch_root: the module loader is the root's.
+	echo /sbin/modprobe >/proc/sys/kernel/modprobe
+	exec switch_root $r /lib/systemd/systemd
+	fail "switch_root"
+fi
 chroot $r /bin/bash "$stage" "$node" "$run" </dev/null >/dev/console 2>&1
 power_off

@@ -61,6 +61,11 @@ shift $((OPTIND - 1))
 guest_script=$1
 shift
 guest_args=("$@")
+# A guest script that says "#@ boot=systemd" runs under the host's systemd
+# as PID 1, with Nezha's system files installed (init.sh, systemd-prep.sh).
+if [ -r "$guest_script" ] && grep -q '^#@ boot=systemd$' "$guest_script"; then
+	extra_cmdline+="${extra_cmdline:+ }nz.boot=systemd"
+fi
 
 # in_range VALUE MIN MAX: VALUE is a decimal number in [MIN, MAX]
 in_range() { [[ $1 =~ ^[0-9]{1,6}$ ]] && [ "$1" -ge "$2" ] && [ "$1" -le "$3" ]; }
@@ -125,7 +130,7 @@ if [ -n "${NZ_KERNEL:-}" ]; then
 	kver=$(kernel_release "$kernel") || kver=''
 	[ -n "$kver" ] || die "NZ_KERNEL: not a bzImage or vmlinux: $kernel"
 else
-	kver=$("$TOP/scripts/kver.sh") || exit 2
+	kver=$("$TOP/scripts/kver.sh" --guest) || exit 2
 	kernel=/boot/vmlinuz-$kver
 	[ -r "$kernel" ] || die "no $kernel"
 fi
@@ -137,6 +142,14 @@ modkver=${moddir##*/}
 modbase=${moddir%/lib/modules/"$modkver"}
 [ "$modbase/lib/modules/$modkver" = "$moddir" ] || die "NZ_MODDIR must end in lib/modules/<kver>: $moddir"
 [ "$modkver" = "$kver" ] || echo "vm.sh: warning: kernel $kver, modules $modkver" >&2
+# `make` builds for the running kernel when it has headers: a module built
+# for another kernel than the guest's would only fail at insmod, obscurely.
+ko=${NZ_KO:-$TOP/nezha.ko}
+if [ -r "$ko" ] && command -v modinfo >/dev/null; then
+	kov=$(modinfo -F vermagic "$ko" 2>/dev/null | cut -d' ' -f1)
+	[ -z "$kov" ] || [ "$kov" = "$modkver" ] ||
+		die "$ko is built for $kov, the guest boots $modkver: make KVER=$modkver"
+fi
 # Is it the host's own /lib/modules/<kver> (which the guest sees anyway)?
 sys_moddir=
 [ "$(realpath -m -- "/lib/modules/$modkver")" != "$moddir" ] || sys_moddir=1

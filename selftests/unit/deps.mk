@@ -4,3 +4,5 @@ UNIT_DEPS_test_wire  := kmod/wire.c
 UNIT_DEPS_test_reasm := kmod/reasm.c
 # test_p2p hides completions from a reap to replay a late arrival.
 UNIT_DEPS_test_p2p   := -Wl,--wrap=nz_queue_peek_batch
+# nezhactl's pure parts (parsing, JSON, stats formats).
+UNIT_DEPS_test_nezhactl := tools/parse.c tools/json.c tools/stats.c

@@ -58,9 +58,10 @@
  *
  * NZ_CMD_HEALTH_GET (doit, no attributes) / NZ_CMD_HEALTH_SET (CAP_NET_ADMIN)
  *            NZ_A_HB_INTERVAL_MS u32   heartbeat period per connection,
- *                                      1..10000 (default 10)
+ *                                      1..10000 (default 4)
  *            NZ_A_HB_MISSES     u32    silent periods before a connection
- *                                      is declared dead, 2..100 (default 5)
+ *                                      is suspect and its chunks move to
+ *                                      other rails, 2..100 (default 4)
  *            NZ_A_GRACE_MS      u32    how long transfers wait with no
  *                                      connection to their peer before
  *                                      failing with -ENETDOWN,
@@ -68,6 +69,7 @@
  *   SET takes any subset; GET replies with all three.
  *
  * NZ_CMD_EVENT (kernel -> user, multicast group NZ_GENL_MCGRP_EVENTS)
+ *   path events (NZ_EV_CONN_DOWN, NZ_EV_CONN_UP, NZ_EV_PEER_LOST):
  *            NZ_A_EV_TYPE       u32    enum nz_event_type
  *            NZ_A_RAIL_NAME     string the rail
  *            NZ_A_EV_JOB        u64    job id of the communicator
@@ -75,6 +77,13 @@
  *            NZ_A_EV_PEER       u32    the peer's rank
  *            NZ_A_EV_ERROR      u32    the errno (positive) that caused it
  *            NZ_A_EV_RESENT     u32    chunks moved to other connections
+ *   configuration events, sent to the namespace of the request after it
+ *   succeeded:
+ *     NZ_EV_RAIL_ADD, NZ_EV_RAIL_SET: NZ_A_EV_TYPE and the rail as
+ *            NZ_CMD_RAIL_GET describes it (name, state, weight, ...)
+ *     NZ_EV_RAIL_DEL: NZ_A_EV_TYPE, NZ_A_RAIL_NAME
+ *     NZ_EV_HEALTH_SET: NZ_A_EV_TYPE and the three values of
+ *            NZ_CMD_HEALTH_GET as they now are
  */
 #ifndef _UAPI_LINUX_NEZHA_NETLINK_H
 #define _UAPI_LINUX_NEZHA_NETLINK_H
@@ -156,6 +165,10 @@ enum nz_event_type {
 	NZ_EV_CONN_DOWN = 1,	/* a (peer, rail) connection failed */
 	NZ_EV_CONN_UP = 2,	/* a (peer, rail) connection is (back) up */
 	NZ_EV_PEER_LOST = 3,	/* no connection to a peer for the grace */
+	NZ_EV_RAIL_ADD = 4,	/* a rail was added */
+	NZ_EV_RAIL_DEL = 5,	/* a rail was deleted */
+	NZ_EV_RAIL_SET = 6,	/* a rail's weight or admin state was set */
+	NZ_EV_HEALTH_SET = 7,	/* the health parameters were set */
 };
 
 /* Attributes nested in NZ_A_RAIL_STATS, each a u64 counter. */
