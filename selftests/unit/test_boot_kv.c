@@ -28,6 +28,9 @@ struct kv_store {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned int n, sets;
+	/* A set of `hold` waits (up to 2 s) until some rank has read it. */
+	const char *hold;
+	unsigned int hold_gets;
 	char key[MAXKEYS][NZ_KV_KEY_MAX + 1];
 	uint8_t *val[MAXKEYS];
 	size_t len[MAXKEYS];
@@ -49,6 +52,14 @@ static int kv_set(void *ctx, const char *key, const void *val, size_t len)
 	if (strlen(key) > NZ_KV_KEY_MAX)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
+	if (s->hold && !strcmp(key, s->hold)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 2;
+		while (!s->hold_gets && !pthread_cond_timedwait(&s->cond, &s->lock, &ts))
+			;
+	}
 	i = kv_find(s, key);
 	if (i < 0 && s->n < MAXKEYS) {
 		i = (int)s->n++;
@@ -94,6 +105,10 @@ static int kv_get(void *ctx, const char *key, void *buf, size_t cap, size_t *len
 	int i, ret = 0;
 
 	pthread_mutex_lock(&s->lock);
+	if (s->hold && !strcmp(key, s->hold)) {
+		s->hold_gets++;
+		pthread_cond_broadcast(&s->cond);
+	}
 	i = kv_find(s, key);
 	if (i < 0) {
 		ret = -ENOENT;
@@ -115,6 +130,8 @@ static void kv_reset(struct kv_store *s)
 		s->val[i] = NULL;
 	}
 	s->n = s->sets = 0;
+	s->hold = NULL;
+	s->hold_gets = 0;
 }
 
 struct rank_arg {
@@ -393,6 +410,8 @@ static void test_forged_answer(void)
 	nzi_boot_welcome_tag(other_key, hash, hash, 1, hash, msg + len - 32);
 	kv_set(&store, "nezha/pg0/job", msg, len);
 	free(msg);
+	/* Rank 0's answer waits until rank 1 has read the forged one. */
+	store.hold = "nezha/pg0/job";
 	setup(&a[0], 0, 2, 0, 2, 0, 3000);
 	setup(&a[1], 1, 2, 0, 2, 0, 3000);
 	start(a, 2, NULL);
