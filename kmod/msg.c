@@ -874,29 +874,63 @@ void nz_conn_rx_data_abort(struct nz_conn *conn, struct nz_rx_dest *d)
 	d->msg = NULL;
 }
 
+static struct nz_chunk *nz_chunk_find(struct list_head *list,
+				      const struct nz_frame_ack *a)
+{
+	struct nz_chunk *ch;
+
+	list_for_each_entry(ch, list, node)
+		if (ch->msg->msg_id == a->msg_id && ch->offset == a->offset &&
+		    ch->len == a->len)
+			return ch;
+	return NULL;
+}
+
+/*
+ * An ACK names a chunk by (message, offset, length), whichever copy of it
+ * the receiver saw.  The chunk is normally on the connection the ACK came
+ * back on, but not always: a path we suspected (silent for a while, maybe
+ * only busy) had its chunk moved to peer->resend, or resent on another
+ * path, before the ACK of the first copy arrived.  That ACK still proves
+ * the bytes arrived; ignoring it left the message waiting for a resend the
+ * receiver no longer needed (and, if the receiver then left the job,
+ * failed it with -ECONNRESET although every byte had arrived).
+ */
 static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
 {
 	struct nz_peer *p = conn->peer;
-	struct nz_chunk *ch, *found = NULL;
+	struct nz_conn *owner = conn;
+	struct nz_chunk *found;
 	bool complete = false, free_it;
 	struct nz_msg *m;
+	u32 s;
 
 	spin_lock_bh(&p->lock);
-	list_for_each_entry(ch, &conn->chunks, node) {
-		if (ch->msg->msg_id == a->msg_id && ch->offset == a->offset &&
-		    ch->len == a->len) {
-			found = ch;
-			break;
-		}
+	found = nz_chunk_find(&conn->chunks, a);
+	if (!found) {
+		owner = NULL;
+		found = nz_chunk_find(&p->resend, a);
+	}
+	for (s = 0; !found && s < p->comm->nrails; s++) {
+		if (&p->conns[s] == conn)
+			continue;
+		found = nz_chunk_find(&p->conns[s].chunks, a);
+		if (found)
+			owner = &p->conns[s];
 	}
 	if (!found) {
-		/* Stale: its chunk was resent elsewhere and acked there. */
+		/* Stale: the chunk was acknowledged already. */
 		spin_unlock_bh(&p->lock);
 		return 0;
 	}
 	list_del(&found->node);
-	conn->inflight_bytes -= found->len;
-	nz_sched_acked(conn, found);
+	if (owner)
+		owner->inflight_bytes -= found->len;
+	/* A sample only for the path that carried the copy it times. */
+	if (owner == conn)
+		nz_sched_acked(conn, found);
+	else
+		atomic64_inc(&conn->rail->stats.acks_late);
 	p->last_progress = jiffies;
 	m = found->msg;
 	m->outstanding--;
@@ -915,6 +949,8 @@ static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
 	if (free_it)
 		nz_chunk_free(found);
 	nz_conn_kick(conn);
+	if (owner && owner != conn)
+		nz_conn_kick(owner);
 	return 0;
 }
 

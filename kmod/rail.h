@@ -31,6 +31,7 @@ struct nz_rail_stats {
 	atomic_t conns;			/* connections up */
 	atomic64_t failovers;		/* connections lost, traffic rerouted */
 	atomic64_t resent;		/* chunks moved to other connections */
+	atomic64_t acks_late;		/* ACKs of chunks moved off their conn */
 	atomic64_t last_failover_ms;	/* boot-time ms of the last; 0 never */
 };
 

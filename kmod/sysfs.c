@@ -161,6 +161,7 @@ NZ_RAIL_ATTR(handshakes_refused, "%lld",
 NZ_RAIL_ATTR(conns, "%d", atomic_read(&rail->stats.conns));
 NZ_RAIL_ATTR(failovers, "%lld", atomic64_read(&rail->stats.failovers));
 NZ_RAIL_ATTR(chunks_resent, "%lld", atomic64_read(&rail->stats.resent));
+NZ_RAIL_ATTR(acks_late, "%lld", atomic64_read(&rail->stats.acks_late));
 NZ_RAIL_ATTR(last_failover_ms, "%lld",
 	     atomic64_read(&rail->stats.last_failover_ms));
 
@@ -190,6 +191,7 @@ static struct attribute *nz_rail_stats_attrs[] = {
 	&nz_rail_attr_conns.attr,
 	&nz_rail_attr_failovers.attr,
 	&nz_rail_attr_chunks_resent.attr,
+	&nz_rail_attr_acks_late.attr,
 	&nz_rail_attr_last_failover_ms.attr,
 	NULL,
 };

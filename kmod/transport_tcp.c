@@ -20,6 +20,7 @@
 #include <linux/slab.h>
 #include <linux/random.h>
 #include <linux/delay.h>
+#include <linux/sizes.h>
 #include <linux/tcp.h>
 #include <linux/inet.h>
 #include <net/sock.h>
@@ -591,6 +592,27 @@ static int nz_tcp_attach(struct nz_conn *conn, struct socket *sock)
 	return ret;
 }
 
+/*
+ * Closing a TCP socket with unread bytes in its receive queue resets the
+ * connection (RFC 2525, 2.17): the peer gets an RST in place of our CLOSE
+ * and FIN, and what we had queued for it -- the CLOSE, the last ACKs --
+ * is thrown away.  A rank that leaves the job often has such bytes: the
+ * sender resent chunks it already had.  Drop them first, so the peer sees
+ * an orderly leave.  Bounded: a peer that keeps sending must not hold us.
+ */
+static void nz_tcp_discard_rx(struct socket *sock)
+{
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_TRUNC };
+	int i, n;
+
+	for (i = 0; i < 64; i++) {
+		n = kernel_recvmsg(sock, &msg, NULL, 0, SZ_1M,
+				   MSG_DONTWAIT | MSG_TRUNC);
+		if (n <= 0)
+			break;
+	}
+}
+
 static void nz_tcp_conn_close(struct nz_conn *conn)
 {
 	struct nz_tcp_conn *tc = conn->tp;
@@ -607,8 +629,10 @@ static void nz_tcp_conn_close(struct nz_conn *conn)
 	cancel_work_sync(&tc->tx_work);
 
 	/* Leaving the job: say so, unless a frame is half written. */
-	if (conn->state == NZ_CONN_DEAD && !tc->tx_busy)
+	if (conn->state == NZ_CONN_DEAD && !tc->tx_busy) {
 		nz_tcp_send_close_nowait(tc->sock, NZ_CLOSE_NORMAL);
+		nz_tcp_discard_rx(tc->sock);
+	}
 	if (tc->rx_in_body)
 		nz_conn_rx_data_abort(conn, &tc->rx_dest);
 	kernel_sock_shutdown(tc->sock, SHUT_RDWR);

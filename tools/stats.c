@@ -61,6 +61,8 @@ const struct nzst_metric nzst_rail_stats[] = {
 	  "Connections lost while their communicator lived; traffic moved to other rails." },
 	{ "chunks_resent", NZST_COUNTER, "resent_chunks", 1,
 	  "Unacknowledged chunks handed to another connection." },
+	{ "acks_late", NZST_COUNTER, "late_acks", 1,
+	  "ACKs of chunks already moved off the connection that sent them." },
 	{ "last_failover_ms", NZST_GAUGE, "last_failover_boottime_seconds", 1e-3,
 	  "CLOCK_BOOTTIME of the last failover (0: none)." },
 	{ NULL, 0, NULL, 0, NULL },
