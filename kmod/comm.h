@@ -45,6 +45,7 @@ struct nz_ubuf {
 	unsigned int first_off;		/* offset in the first page */
 	struct iov_iter fixed;		/* registered buffer, whole range */
 	bool is_fixed;
+	bool fixed_pages;		/* fixed: segments after the first are pages */
 	bool dirty;			/* written: mark pages dirty on unpin */
 	/* Pages charged to mm's pinned_vm (RLIMIT_MEMLOCK); mm is grabbed. */
 	struct mm_struct *mm;

@@ -100,6 +100,45 @@ static void nz_ubuf_uncharge(struct nz_ubuf *b)
 	b->locked = 0;
 }
 
+/*
+ * A registered buffer is a bio_vec array; reaching byte off of it with
+ * iov_iter_advance() walks every segment before it, and a message's chunks
+ * did so each time (the O(pages) walk showed in the profile of a fixed-
+ * buffer send).  io_uring registers one page per segment, the first from
+ * the buffer's offset in its page: then the segment holding any byte is
+ * found by arithmetic.  Checked once per command, not assumed: a kernel
+ * that lays the buffer out in larger segments takes the walk.
+ */
+static bool nz_ubuf_fixed_pages(const struct iov_iter *it)
+{
+	unsigned long i;
+
+	if (!iov_iter_is_bvec(it))
+		return false;
+	for (i = 1; i < it->nr_segs; i++)
+		if (it->bvec[i].bv_offset ||
+		    (it->bvec[i].bv_len != PAGE_SIZE && i + 1 < it->nr_segs))
+			return false;
+	return true;
+}
+
+static void nz_ubuf_fixed_seek(const struct nz_ubuf *b, u64 off,
+			       struct iov_iter *it)
+{
+	u64 pos = b->fixed.iov_offset + off, first = b->fixed.bvec[0].bv_len;
+	unsigned long idx = 0;
+
+	*it = b->fixed;
+	if (pos >= first) {
+		idx = 1 + ((pos - first) >> PAGE_SHIFT);
+		pos = (pos - first) & ~PAGE_MASK;
+	}
+	it->bvec += idx;
+	it->nr_segs -= idx;
+	it->iov_offset = pos;
+	it->count -= off;
+}
+
 static int nz_ubuf_pin(struct nz_ubuf *b, struct io_uring_cmd *cmd, u64 addr,
 		       u64 len, bool write)
 {
@@ -114,9 +153,12 @@ static int nz_ubuf_pin(struct nz_ubuf *b, struct io_uring_cmd *cmd, u64 addr,
 		return 0;
 	if (cmd->flags & IORING_URING_CMD_FIXED) {
 		b->is_fixed = true;
-		return io_uring_cmd_import_fixed(addr, len,
-						 write ? ITER_DEST : ITER_SOURCE,
-						 &b->fixed, cmd);
+		ret = io_uring_cmd_import_fixed(addr, len,
+						write ? ITER_DEST : ITER_SOURCE,
+						&b->fixed, cmd);
+		if (!ret)
+			b->fixed_pages = nz_ubuf_fixed_pages(&b->fixed);
+		return ret;
 	}
 	if (addr + len < addr || addr + len > TASK_SIZE_MAX)
 		return -EFAULT;
@@ -183,8 +225,12 @@ static void nz_ubuf_iter(const struct nz_ubuf *b, unsigned int dir, u64 off,
 	unsigned long idx;
 
 	if (b->is_fixed) {
-		*it = b->fixed;
-		iov_iter_advance(it, off);
+		if (b->fixed_pages && off < b->fixed.count) {
+			nz_ubuf_fixed_seek(b, off, it);
+		} else {
+			*it = b->fixed;
+			iov_iter_advance(it, off);
+		}
 		iov_iter_truncate(it, len);
 		return;
 	}

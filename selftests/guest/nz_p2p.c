@@ -55,6 +55,14 @@ static long check(const uint8_t *p, size_t len, uint64_t seed)
 	return -1;
 }
 
+static bool all_zero(const uint8_t *p, size_t len)
+{
+	while (len--)
+		if (*p++)
+			return false;
+	return true;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -233,6 +241,25 @@ static void test_fixed(struct nz_comm *c)
 		ret = nz_recv(c, buf, len, peer, 9, &got);
 		tap_ok(ret == 0 && got == len && check(buf, len, 31337) < 0,
 		       "receive into a registered buffer, intact (%d)", ret);
+	}
+	/*
+	 * A part of it, from and to odd places: the module finds each chunk's
+	 * page in the registered buffer by arithmetic (nz_ubuf_fixed_seek()).
+	 */
+	size_t sub = (3u << 20) + 777, from = 12345, to = 4097;
+
+	if (rank == 0) {
+		fill(buf + from, sub, 4242);
+		ret = nz_send(c, buf + from, sub, peer, 10);
+		tap_ok(ret == 0, "send 3 MiB + 777 from offset 12345 of a registered buffer (%d)",
+		       ret);
+	} else {
+		memset(buf, 0, len);
+		ret = nz_recv(c, buf + to, sub, peer, 10, &got);
+		tap_ok(ret == 0 && got == sub && check(buf + to, sub, 4242) < 0 &&
+		       all_zero(buf, to) && all_zero(buf + to + sub, len - to - sub),
+		       "receive it at offset 4097 of a registered buffer: intact, nothing around it written (%d)",
+		       ret);
 	}
 	nz_comm_unregister_buffer(c, idx);
 	free(buf);
