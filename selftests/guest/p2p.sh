@@ -24,33 +24,30 @@ MASTER_PORT=29500 run_tap p2p "$NZ_BIN/guest/nz_p2p"
 # sender; a quick peer that already left counts as connected.
 MASTER_PORT=29600 run_tap leave "$NZ_BIN/guest/nz_p2p" leave 100 1
 
-# Late ACKs: the receiver's first rail stalls for 130 ms now and then (a
-# tbf whose rate drops to a trickle: a FIFO, so the frames stay in order,
-# as a congested or paused link keeps them), so the sender suspects that
-# path, moves its
-# unacknowledged chunks to the other rail, and the ACKs of the first
-# copies come back afterwards on the stalled one.  They prove the bytes
-# arrived and must be taken (stats/acks_late).  When they were dropped as
-# stale, a receiver that had everything and left at once (its CLOSE
-# overtaking nothing, the resent copies unanswered) failed the send with
-# ECONNRESET.
+# Late ACKs: the receiver's first rail holds everything it sends for 100 ms
+# in every 300 (a plug qdisc blocked and released: the frames wait, in
+# order, as behind a congested or paused link), so the sender suspects
+# that path and moves its unacknowledged chunks to the other rail, and the
+# ACKs of the first copies come back afterwards on the held one.  They
+# prove the bytes arrived and must be taken (stats/acks_late).  When they
+# were dropped as stale, a receiver that had everything and left at once
+# (the resent copies unanswered) failed the send with ECONNRESET.
 late_acks() { cat /sys/class/nezha/rail-*/stats/acks_late | awk '{ s += $1 } END { print s + 0 }'; }
-modprobe -q sch_tbf
+modprobe -q sch_plug
 ifc0=${NZ_IFS%% *}
 toggler=
-fast="rate 4gbit burst 2mb limit 4mb" slow="rate 16kbit burst 1600 limit 4mb"
-# shellcheck disable=SC2086  # the rates are lists of words
-if [ "$NZ_NODE" = 0 ] && tc qdisc add dev "$ifc0" root tbf $fast; then
+if [ "$NZ_NODE" = 0 ] && tc qdisc add dev "$ifc0" root plug limit 16000000 &&
+   tc qdisc change dev "$ifc0" root plug release_indefinite; then
 	(while :; do
-		tc qdisc change dev "$ifc0" root tbf $slow
-		sleep 0.13
-		tc qdisc change dev "$ifc0" root tbf $fast
-		sleep 0.07
+		tc qdisc change dev "$ifc0" root plug block
+		sleep 0.1
+		tc qdisc change dev "$ifc0" root plug release_indefinite
+		sleep 0.2
 	done) &
 	toggler=$!
 fi
 la0=$(late_acks)
-MASTER_PORT=29900 run_tap leave-late-acks "$NZ_BIN/guest/nz_p2p" leave 40 1048576
+MASTER_PORT=29900 run_tap leave-late-acks "$NZ_BIN/guest/nz_p2p" leave 30 16777216
 la1=$(late_acks)
 [ -z "$toggler" ] || { kill "$toggler"; wait "$toggler" 2>/dev/null; }
 [ "$NZ_NODE" != 0 ] || tc qdisc del dev "$ifc0" root 2>/dev/null
