@@ -186,7 +186,7 @@ $(B)/guest/%: selftests/guest/%.c $(LIB_A) selftests/tap.h selftests/guest/nz_sy
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(GUEST_DEPS_$*) $(LIB_A) $(LIB_LDLIBS)
 
 # The suites make check also runs on the debug kernel, if it is built
-# (make check-debug builds it, once: 25-37 minutes on 2 cores, which CI's
+# (make check-debug builds it, once: ~37 minutes on 2 cores, which CI's
 # budget does not leave; NZ_DEBUG_BUILD=1 makes make check build it too).
 # make check-debug runs every suite there.
 DEBUG_CI_SUITES ?= limits

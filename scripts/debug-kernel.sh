@@ -14,13 +14,12 @@
 #   FAILSLAB, FAIL_PAGE_ALLOC, FAIL_FUNCTION   fault injection
 #
 # plus what the guest suites need (virtio, 9p, overlay, veth, bridge, tun,
-# MPTCP, bonding, tbf/netem, INFINIBAND + RDMA_RXE, configfs), and without
-# what a guest never has: graphics, sound, USB, wireless, Ethernet drivers
-# other than virtio, NFS.  UBSAN instruments the module (Kbuild) but not
-# the rest of the kernel.  Trimmed so, the build took 24 min on 2 busy
-# cores (guests running beside it) against 37 min for the whole of
-# x86_64_defconfig with every file under UBSAN (CI, 2026-12-02); the
-# guest reaches user space in ~33 s.
+# MPTCP, bonding, tbf/netem/plug, INFINIBAND + RDMA_RXE, configfs).
+# Trimmed of what no guest has (graphics, sound, USB, wireless, Ethernet
+# drivers but virtio's, NFS) and with UBSAN on the module only, it built
+# in 24 min instead of 37, but one guest of five then hung before user
+# space (a first trimmed try, earlier, hung the same way): not used until
+# that is understood.
 #
 # `scripts/debug-kernel.sh --cached` builds nothing: exit status 1 unless
 # the kernel of these options is built already.
@@ -28,7 +27,7 @@
 # Prints the three paths the lane needs, as shell assignments:
 #   NZ_KERNEL=.../bzImage NZ_MODDIR=.../lib/modules/<kver> NZ_DEBUG_KDIR=...
 # Everything it makes lives under build/debug-kernel/; `make clean` keeps
-# it (rm -rf build/debug-kernel to rebuild).  Takes ~20-25 minutes on 2
+# it (rm -rf build/debug-kernel to rebuild).  Takes ~35-40 minutes on 2
 # cores the first time, then well under a second.
 set -euo pipefail
 
@@ -135,6 +134,7 @@ UBSAN_BOUNDS=y
 UBSAN_SHIFT=y
 UBSAN_BOOL=y
 UBSAN_ENUM=y
+UBSAN_SANITIZE_ALL=y
 DEBUG_OBJECTS=y
 DEBUG_OBJECTS_TIMERS=y
 DEBUG_OBJECTS_WORK=y
@@ -154,19 +154,6 @@ MAGIC_SYSRQ=y
 PANIC_ON_OOPS=n
 SOFTLOCKUP_DETECTOR=y
 DETECT_HUNG_TASK=y
-UBSAN_SANITIZE_ALL=n
-DRM=n
-FB=n
-SOUND=n
-USB_SUPPORT=n
-WLAN=n
-WIRELESS=n
-CFG80211=n
-MAC80211=n
-RFKILL=n
-ETHERNET=n
-NFS_FS=n
-AGP=n
 OPTS
 }
 

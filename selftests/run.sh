@@ -140,11 +140,11 @@ fi
 
 # 4. A part of the debug-kernel lane (make check-debug runs all of it),
 # when the debug kernel is built already (make check-debug builds it) or
-# NZ_DEBUG_BUILD=1 asks for the build: it takes 25-37 minutes on 2 cores,
+# NZ_DEBUG_BUILD=1 asks for the build: it takes ~37 minutes on 2 cores,
 # more than CI's budget leaves (Documentation/testing.rst).
 if [ -n "${NZ_WITH_DEBUG:-}" ] && [ $quick = 0 ] &&
    [ -z "${NZ_DEBUG_BUILD:-}" ] && ! scripts/debug-kernel.sh --cached >/dev/null 2>&1; then
-	emit ok "debug-kernel lane ($NZ_WITH_DEBUG) # SKIP no debug kernel built: its build (25-37 min on 2 cores) does not fit CI's budget; make check-debug builds it, and make check then runs these suites on it too"
+	emit ok "debug-kernel lane ($NZ_WITH_DEBUG) # SKIP no debug kernel built: its build (~37 min on 2 cores) does not fit CI's budget; make check-debug builds it, and make check then runs these suites on it too"
 elif [ -n "${NZ_WITH_DEBUG:-}" ] && [ $quick = 0 ]; then
 	echo "# debug-kernel lane: $NZ_WITH_DEBUG"
 	start=$(date +%s)
