@@ -602,7 +602,7 @@ static int nz_tcp_attach(struct nz_conn *conn, struct socket *sock)
  */
 static void nz_tcp_discard_rx(struct socket *sock)
 {
-	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_TRUNC };
+	struct msghdr msg = {};
 	int i, n;
 
 	for (i = 0; i < 64; i++) {

@@ -44,6 +44,21 @@ static int kv_find(struct kv_store *s, const char *key)
 	return -1;
 }
 
+/* CLOCK_REALTIME timeout_ms from now, for pthread_cond_timedwait(). */
+static struct timespec kv_deadline(int timeout_ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
+}
+
 static int kv_set(void *ctx, const char *key, const void *val, size_t len)
 {
 	struct kv_store *s = ctx;
@@ -53,10 +68,8 @@ static int kv_set(void *ctx, const char *key, const void *val, size_t len)
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
 	if (s->hold && !strcmp(key, s->hold)) {
-		struct timespec ts;
+		struct timespec ts = kv_deadline(2000);
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 2;
 		while (!s->hold_gets && !pthread_cond_timedwait(&s->cond, &s->lock, &ts))
 			;
 	}
@@ -80,16 +93,9 @@ static int kv_set(void *ctx, const char *key, const void *val, size_t len)
 static int kv_wait(void *ctx, const char *key, int timeout_ms)
 {
 	struct kv_store *s = ctx;
-	struct timespec ts;
+	struct timespec ts = kv_deadline(timeout_ms);
 	int ret = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
 	pthread_mutex_lock(&s->lock);
 	while (kv_find(s, key) < 0 && !ret)
 		ret = pthread_cond_timedwait(&s->cond, &s->lock, &ts);
