@@ -130,13 +130,18 @@ int nz_req_queue(struct nz_req *req)
 	struct nz_file *f = req->file;
 	int ret = 0;
 
+	ret = nz_user_charge_cmd(f->user);
+	if (ret)
+		return ret;
 	spin_lock_bh(&f->lock);
 	if (f->dying)
 		ret = -ECANCELED;
 	else
 		list_add_tail(&req->node, &f->pending);
 	spin_unlock_bh(&f->lock);
-	if (!ret)
+	if (ret)
+		nz_user_uncharge_cmd(f->user);
+	else
 		atomic_inc(&nz_stats.inflight);
 	return ret;
 }
@@ -164,6 +169,7 @@ void nz_req_complete(struct nz_req *req, s32 result, u64 res2)
 	list_del_init(&req->node);
 	spin_unlock_bh(&f->lock);
 	atomic_dec(&nz_stats.inflight);
+	nz_user_uncharge_cmd(f->user);
 
 	req->result = result;
 	req->res2 = res2;
@@ -332,6 +338,11 @@ static int nz_open(struct inode *inode, struct file *file)
 
 	if (!f)
 		return -ENOMEM;
+	f->user = nz_user_get(file->f_cred->euid);
+	if (!f->user) {
+		kfree(f);
+		return -ENOMEM;
+	}
 	spin_lock_init(&f->lock);
 	INIT_LIST_HEAD(&f->pending);
 	mutex_init(&f->comm_lock);
@@ -363,6 +374,7 @@ static int nz_release(struct inode *inode, struct file *file)
 		pr_err("release with commands pending; file state leaked\n");
 		return 0;
 	}
+	nz_user_put(f->user);
 	kfree(f);
 	atomic_dec(&nz_stats.open_files);
 	return 0;

@@ -625,12 +625,18 @@ int nz_comm_ioctl_create(struct nz_file *f, void __user *arg)
 	if (copy_from_user(&cc, arg, sizeof(cc)))
 		return -EFAULT;
 	ret = nz_comm_check_create(&cc);
-	if (ret)
+	if (!ret)
+		ret = nz_user_charge_comm(f->user);
+	if (ret) {
+		memzero_explicit(cc.secret, sizeof(cc.secret));
 		return ret;
+	}
 	comm = nz_comm_new(&cc);
 	memzero_explicit(cc.secret, sizeof(cc.secret));
-	if (IS_ERR(comm))
+	if (IS_ERR(comm)) {
+		nz_user_uncharge_comm(f->user);
 		return PTR_ERR(comm);
+	}
 
 	/*
 	 * The id is taken now but the file's list gets the communicator only
@@ -649,6 +655,7 @@ int nz_comm_ioctl_create(struct nz_file *f, void __user *arg)
 	if (ret) {
 		nz_comm_destroy(comm);
 		nz_comm_put(comm);
+		nz_user_uncharge_comm(f->user);
 		return ret;
 	}
 	mutex_lock(&f->comm_lock);
@@ -720,6 +727,7 @@ int nz_comm_ioctl_destroy(struct nz_file *f, void __user *arg)
 			mutex_unlock(&f->comm_lock);
 			nz_comm_destroy(comm);
 			nz_comm_put(comm);
+			nz_user_uncharge_comm(f->user);
 			return 0;
 		}
 	}
@@ -742,6 +750,7 @@ void nz_comm_file_release(struct nz_file *f)
 			return;
 		nz_comm_destroy(comm);
 		nz_comm_put(comm);
+		nz_user_uncharge_comm(f->user);
 	}
 }
 

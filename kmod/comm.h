@@ -230,6 +230,7 @@ struct nz_peer {
 	unsigned long down_since;	/* jiffies since no conn is up; 0 up */
 	unsigned long last_progress;	/* jiffies of the last ACK or new data */
 	struct hlist_head tags[1 << NZ_TAG_HASH_BITS];
+	u32 ntags;			/* entries in tags: max_tags */
 	/* tx */
 	u64 next_msg_id;
 	struct list_head tx_msgs;	/* sends, in submission order */
@@ -240,6 +241,7 @@ struct nz_peer {
 	struct list_head rx_msgs;	/* incoming, by arrival */
 	struct list_head posted;	/* receives not matched yet */
 	u64 unexpected_bytes;
+	u32 unexpected_msgs;		/* messages charged to that budget */
 };
 
 struct nz_comm {

@@ -28,6 +28,40 @@ MODULE_PARM_DESC(unexpected_mb,
 		 "per-peer budget (MiB) for messages that arrive before their receive");
 
 /*
+ * Each message that arrives before its receive is charged its bytes and
+ * what the module keeps for it besides, so that empty ones cost budget too,
+ * and there are at most unexpected_msgs of them: every arrival looks its
+ * message up on that list, under the peer's lock.
+ */
+static unsigned int unexpected_msgs = 65536;
+module_param(unexpected_msgs, uint, 0644);
+MODULE_PARM_DESC(unexpected_msgs,
+		 "per-peer count of messages that arrive before their receive");
+
+/*
+ * A (tag, sequence) entry per tag ever used with a peer lives as long as
+ * the communicator: the sequence numbers must go on matching the peer's.
+ * A user naming a new tag in every SEND would grow them without end.
+ */
+static unsigned int max_tags = 65536;
+
+/*
+ * ACKs and heartbeat echoes queued on a connection and not yet written.  A
+ * peer that sends (or resends the same chunk, or asks for echoes) and never
+ * reads would grow the queue without end; a working one has at most its
+ * window of chunks unacknowledged, a few thousand on the fastest NICs.
+ * Past the limit we answer nothing more (stats/ctrl_dropped): a peer
+ * that reads again gets its chunks' ACKs once they are sent anew.
+ */
+static unsigned int max_ctrl_frames = 65536;
+module_param(max_ctrl_frames, uint, 0644);
+MODULE_PARM_DESC(max_ctrl_frames,
+		 "ACKs and echoes one connection may have queued for a peer that does not read");
+module_param(max_tags, uint, 0644);
+MODULE_PARM_DESC(max_tags,
+		 "distinct tags one communicator may use with each peer (-ENOSPC past it)");
+
+/*
  * The longest message one SEND or RECV may name.  Its pages are pinned for
  * the whole transfer, so this also bounds the page arrays allocated for it
  * (16 bytes a page: 256 GiB is a 1 GiB array, below kvmalloc's INT_MAX).
@@ -313,6 +347,7 @@ static bool nz_msg_set_done(struct nz_msg *m, s32 result)
 		nz_seqwin_mark_done(&p->rxwin, m->msg_id);
 	if (m->budget) {
 		p->unexpected_bytes -= m->budget;
+		p->unexpected_msgs--;
 		m->budget = 0;
 	}
 	if (m->dir == NZ_MSG_TX)
@@ -408,6 +443,14 @@ static struct nz_tagseq *nz_tagseq_get(struct nz_peer *p, u64 tag,
 	hlist_for_each_entry(t, head, node)
 		if (t->tag == tag)
 			return t;
+	if (p->ntags >= READ_ONCE(max_tags)) {
+		atomic64_inc(&nz_stats.tags_refused);
+		pr_notice_ratelimited("comm %u: rank %u used max_tags (%u) tags with rank %u: new tag refused\n",
+				      p->comm->id, p->comm->rank,
+				      READ_ONCE(max_tags), p->rank);
+		return NULL;
+	}
+	p->ntags++;
 	t = *spare;
 	*spare = NULL;
 	t->tag = tag;
@@ -494,6 +537,13 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 		goto out_free;
 	}
 	t = nz_tagseq_get(p, x->tag, &spare);
+	if (!t) {
+		spin_unlock_bh(&p->lock);
+		nz_req_complete(&xr->base, -ENOSPC, 0);
+		xr = NULL;
+		ret = 0;
+		goto out_free;
+	}
 	m->tag_seq = t->tx_next++;
 	m->msg_id = p->next_msg_id++;
 	m->xreq = xr;
@@ -580,6 +630,13 @@ int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 		goto out_free;
 	}
 	t = nz_tagseq_get(p, x->tag, &spare);
+	if (!t) {
+		spin_unlock_bh(&p->lock);
+		nz_req_complete(&xr->base, -ENOSPC, 0);
+		xr = NULL;
+		ret = 0;
+		goto out_free;
+	}
 	m->tag_seq = t->rx_next++;
 	u = nz_find_unclaimed(p, m->tag, m->tag_seq);
 	if (!u && p->left) {
@@ -690,6 +747,7 @@ static int nz_rx_lookup(struct nz_peer *p, const struct nz_frame_data *fd,
 	u64 budget = (u64)READ_ONCE(unexpected_mb) << 20;
 	u32 unit = p->comm->unit;
 	u64 words = nz_reasm_bitmap_words(fd->total, unit);
+	u64 cost = fd->total + sizeof(struct nz_msg) + words * sizeof(u64);
 	struct nz_msg *m, *posted;
 	int tries, ret = 0;
 
@@ -707,7 +765,9 @@ static int nz_rx_lookup(struct nz_peer *p, const struct nz_frame_data *fd,
 			goto found;
 		posted = nz_find_posted(p, fd->tag, fd->tag_seq);
 		ret = -EAGAIN;
-		if (!posted && p->unexpected_bytes + fd->total > budget)
+		if (!posted &&
+		    (p->unexpected_bytes + cost > budget ||
+		     p->unexpected_msgs >= READ_ONCE(unexpected_msgs)))
 			goto out_unlock;
 		ret = 0;
 		if ((words == 0 || s->map) && (posted || (s->msg && s->kbuf)))
@@ -741,8 +801,9 @@ create:
 		s->msg = NULL;
 		m->kbuf = s->kbuf;
 		s->kbuf = NULL;
-		m->budget = fd->total;
-		p->unexpected_bytes += fd->total;
+		m->budget = cost;
+		p->unexpected_bytes += cost;
+		p->unexpected_msgs++;
 	}
 	m->msg_id = fd->msg_id;
 	m->tag = fd->tag;
@@ -816,11 +877,20 @@ int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
 }
 ALLOW_ERROR_INJECTION(nz_conn_rx_data, ERRNO);
 
-static void nz_conn_queue_ctrl(struct nz_conn *conn, struct nz_ctrl *c)
+/* Queue an ACK or echo; false (counted) if the peer reads none of them. */
+static bool nz_conn_queue_ctrl(struct nz_conn *conn, struct nz_ctrl *c)
 {
 	lockdep_assert_held(&conn->peer->lock);
+	if (conn->nctrl >= READ_ONCE(max_ctrl_frames)) {
+		atomic64_inc(&conn->rail->stats.ctrl_dropped);
+		pr_notice_ratelimited("rail %s: rank %u reads none of its %u ACKs and echoes: dropping more\n",
+				      conn->rail->name, conn->peer->rank,
+				      conn->nctrl);
+		return false;
+	}
 	list_add_tail(&c->node, &conn->ctrl);
 	conn->nctrl++;
+	return true;
 }
 
 int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
@@ -871,8 +941,8 @@ int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
 		ack->f.ack.msg_id = d->f.data.msg_id;
 		ack->f.ack.offset = d->f.data.offset;
 		ack->f.ack.len = d->f.len;
-		nz_conn_queue_ctrl(conn, ack);
-		ack = NULL;
+		if (nz_conn_queue_ctrl(conn, ack))
+			ack = NULL;
 	}
 	spin_unlock_bh(&p->lock);
 	kfree(ack);
@@ -1017,8 +1087,10 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 		nz_frame_init(&c->f, NZ_FRAME_HEARTBEAT_ACK);
 		c->f.hb = f->hb;
 		spin_lock_bh(&conn->peer->lock);
-		nz_conn_queue_ctrl(conn, c);
+		if (nz_conn_queue_ctrl(conn, c))
+			c = NULL;
 		spin_unlock_bh(&conn->peer->lock);
+		kfree(c);
 		nz_conn_kick(conn);
 		return 0;
 	case NZ_FRAME_HEARTBEAT_ACK:

@@ -12,11 +12,13 @@
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
 #include <linux/mutex.h>
+#include <linux/uidgid.h>
 #include <uapi/linux/nezha.h>
 
 #define NZ_RELEASE "0.1.0"
 
 struct io_uring_cmd;
+struct nz_user;
 
 /* Module-wide statistics, exported one value per file in sysfs. */
 struct nz_stats {
@@ -29,6 +31,9 @@ struct nz_stats {
 	atomic_t open_files;		/* files currently open */
 	atomic_t inflight;		/* commands queued, not completed */
 	atomic_t comms;			/* communicators not yet freed */
+	atomic64_t comms_refused;	/* COMM_CREATE past max_user_comms */
+	atomic64_t cmds_refused;	/* commands past max_user_cmds */
+	atomic64_t tags_refused;	/* SEND/RECV on a tag past max_tags */
 };
 
 extern struct nz_stats nz_stats;
@@ -41,6 +46,7 @@ struct nz_file {
 	struct mutex comm_lock;		/* protects comms and next_comm_id */
 	struct list_head comms;		/* struct nz_comm of this file */
 	u32 next_comm_id;
+	struct nz_user *user;		/* the opener: limits.c */
 };
 
 /*
@@ -67,6 +73,14 @@ struct nz_req {
 
 /* main.c */
 extern struct workqueue_struct *nz_wq;
+
+/* limits.c */
+struct nz_user *nz_user_get(kuid_t uid);
+void nz_user_put(struct nz_user *u);
+int nz_user_charge_comm(struct nz_user *u);
+void nz_user_uncharge_comm(struct nz_user *u);
+int nz_user_charge_cmd(struct nz_user *u);
+void nz_user_uncharge_cmd(struct nz_user *u);
 
 /* chardev.c */
 int nz_chardev_init(void);

@@ -39,6 +39,9 @@ NZ_ATTR_ATOMIC64(cmds_completed);
 NZ_ATTR_ATOMIC64(cmds_failed);
 NZ_ATTR_ATOMIC64(cmds_rejected);
 NZ_ATTR_ATOMIC64(cmds_cancelled);
+NZ_ATTR_ATOMIC64(comms_refused);
+NZ_ATTR_ATOMIC64(cmds_refused);
+NZ_ATTR_ATOMIC64(tags_refused);
 NZ_ATTR_ATOMIC(open_files);
 NZ_ATTR_ATOMIC(inflight);
 NZ_ATTR_ATOMIC(comms);
@@ -88,6 +91,9 @@ static struct attribute *nz_stats_attrs[] = {
 	&dev_attr_cmds_failed.attr,
 	&dev_attr_cmds_rejected.attr,
 	&dev_attr_cmds_cancelled.attr,
+	&dev_attr_comms_refused.attr,
+	&dev_attr_cmds_refused.attr,
+	&dev_attr_tags_refused.attr,
 	NULL,
 };
 
@@ -162,6 +168,8 @@ NZ_RAIL_ATTR(conns, "%d", atomic_read(&rail->stats.conns));
 NZ_RAIL_ATTR(failovers, "%lld", atomic64_read(&rail->stats.failovers));
 NZ_RAIL_ATTR(chunks_resent, "%lld", atomic64_read(&rail->stats.resent));
 NZ_RAIL_ATTR(acks_late, "%lld", atomic64_read(&rail->stats.acks_late));
+NZ_RAIL_ATTR(ctrl_dropped, "%lld",
+	     atomic64_read(&rail->stats.ctrl_dropped));
 NZ_RAIL_ATTR(last_failover_ms, "%lld",
 	     atomic64_read(&rail->stats.last_failover_ms));
 
@@ -192,6 +200,7 @@ static struct attribute *nz_rail_stats_attrs[] = {
 	&nz_rail_attr_failovers.attr,
 	&nz_rail_attr_chunks_resent.attr,
 	&nz_rail_attr_acks_late.attr,
+	&nz_rail_attr_ctrl_dropped.attr,
 	&nz_rail_attr_last_failover_ms.attr,
 	NULL,
 };

@@ -32,6 +32,12 @@ const struct nzst_metric nzst_module_stats[] = {
 	{ "cmds_failed", NZST_COUNTER, "commands_failed", 1, "Commands completed with an error." },
 	{ "cmds_rejected", NZST_COUNTER, "commands_rejected", 1, "Commands refused as malformed." },
 	{ "cmds_cancelled", NZST_COUNTER, "commands_cancelled", 1, "Commands cancelled." },
+	{ "comms_refused", NZST_COUNTER, "communicators_refused", 1,
+	  "Communicators refused: their user was at max_user_comms." },
+	{ "cmds_refused", NZST_COUNTER, "commands_refused", 1,
+	  "Commands refused: their user was at max_user_cmds." },
+	{ "tags_refused", NZST_COUNTER, "tags_refused", 1,
+	  "Sends and receives refused: a new tag past max_tags." },
 	{ NULL, 0, NULL, 0, NULL },
 };
 
@@ -63,6 +69,8 @@ const struct nzst_metric nzst_rail_stats[] = {
 	  "Unacknowledged chunks handed to another connection." },
 	{ "acks_late", NZST_COUNTER, "late_acks", 1,
 	  "ACKs of chunks already moved off the connection that sent them." },
+	{ "ctrl_dropped", NZST_COUNTER, "control_frames_dropped", 1,
+	  "ACKs and echoes not queued: the peer read none of max_ctrl_frames." },
 	{ "last_failover_ms", NZST_GAUGE, "last_failover_boottime_seconds", 1e-3,
 	  "CLOCK_BOOTTIME of the last failover (0: none)." },
 	{ NULL, 0, NULL, 0, NULL },

@@ -35,6 +35,7 @@
 #include "nezha.h"
 #include "wire.h"
 #include "tap.h"
+#include "nz_sysfs.h"
 
 #define DATA_OFF_OFFSET	40	/* DATA header: offset field (wire.rst) */
 #define UNIT		65536
@@ -664,6 +665,82 @@ static void silent_probe(const struct job *j, struct nz_queue *q, uint32_t comm_
 	free(payload);
 }
 
+/*
+ * 7. An authenticated peer that asks for heartbeat echoes as fast as it
+ * can and never reads one: the module queued an echo for each, without
+ * end.  Now at most max_ctrl_frames wait (stats/ctrl_dropped counts the
+ * rest), and a well-behaved peer still gets in and delivers.
+ */
+static void never_reads(const struct job *j, struct nz_queue *q,
+			uint32_t comm_id)
+{
+	long long old = nz_param_rw("max_ctrl_frames", -1);
+	long long dropped0 = sysfs_rail("ctrl_dropped");
+	uint8_t *burst = malloc(1 << 16), *rbuf = malloc(UNIT);
+	uint8_t *payload = malloc(UNIT), hdr[NZ_WIRE_HDR_LEN];
+	int rcv = 4096, fd, ret, len = 0, k, sent = 0;
+	struct timeval tv = { .tv_sec = 2 };
+	struct nz_sqe cmd = { 0 };
+	struct nz_frame f;
+	struct nz_cqe cqe;
+	double t0;
+
+	if (old < 0 || nz_param_rw("max_ctrl_frames", 256) != 256) {
+		tap_ok(0, "never reads: max_ctrl_frames not settable");
+		goto out;
+	}
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	/* A small window: the module's writes back up at once. */
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	ret = connect(fd, (struct sockaddr *)&target, sizeof(target)) ||
+	      handshake(fd, j, j->secret);
+	nz_frame_init(&f, NZ_FRAME_HEARTBEAT);
+	f.hb.seq = NZ_HB_ECHO;
+	len = nz_wire_encode(&f, &lim, burst, 64);
+	for (k = 1; len > 0 && (k + 1) * len <= 1 << 16; k++)
+		memcpy(burst + k * len, burst, (size_t)len);
+	/* 4 MiB of heartbeats, each asking for an echo; 10 s at most. */
+	len = len > 0 ? k * len : 0;
+	t0 = fz_now();
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	for (k = 0; !ret && len > 0 && k < 64 && fz_now() - t0 < 10; k++) {
+		if (write_all(fd, burst, (size_t)len))
+			break;
+		sent++;
+	}
+	usleep(300 * 1000);
+	tap_ok(!ret && sysfs_rail("ctrl_dropped") > dropped0,
+	       "a peer that asks for echoes and reads none: at most max_ctrl_frames queued, %lld dropped (%d KiB of heartbeats sent)",
+	       sysfs_rail("ctrl_dropped") - dropped0, sent * (len / 1024));
+	close(fd);
+
+	/* The job itself goes on. */
+	memset(payload, 0x6b, UNIT);
+	cmd.comm_id = comm_id;
+	cmd.xfer.addr = (uintptr_t)rbuf;
+	cmd.xfer.len = UNIT;
+	cmd.xfer.tag = 79;
+	cmd.xfer.peer = 1;
+	nz_queue_prep(q, NZ_CMD_RECV, &cmd, 80, -1);
+	nz_queue_submit(q);
+	fd = connect_rail();
+	ret = fd >= 0 ? handshake(fd, j, j->secret) : -1;
+	data_frame(hdr, 2, 79, UNIT, 0, UNIT);	/* the message after 1 */
+	ret = ret || write_all(fd, hdr, sizeof(hdr)) || write_all(fd, payload, UNIT);
+	ret = ret || nz_queue_wait(q, &cqe, 15000);
+	tap_ok(!ret && cqe.res == UNIT && !memcmp(rbuf, payload, UNIT),
+	       "never reads: then a peer that does still delivers (%d)",
+	       ret ? ret : cqe.res);
+	if (fd >= 0)
+		close(fd);
+out:
+	if (old >= 0)
+		nz_param_rw("max_ctrl_frames", old);
+	free(burst);
+	free(rbuf);
+	free(payload);
+}
+
 int main(int argc, char **argv)
 {
 	struct nz_queue_opts qo = { .entries = 8 };
@@ -840,6 +917,7 @@ int main(int argc, char **argv)
 		       f.ack.len == UNIT, "and acknowledged");
 	}
 	close(fd);
+	never_reads(&j, q, cc.comm_id);
 	if (frames)
 		fz_phase(&j, q, cc.comm_id, frames, seed);
 	if (silent)

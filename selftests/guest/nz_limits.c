@@ -6,7 +6,8 @@
  *   nz_limits RAIL ADDR PORT CTL [TEST...]
  *
  * TEST names the cases to run (create, lengths, memlock, destroy, killed,
- * race, raildel; default all), to replay one against an older module.
+ * race, raildel, quotas; default all), to replay one against an older
+ * module.
  * RAIL is a TCP rail on the local address ADDR listening on PORT; CTL is
  * nezhactl.  Unreachable peers are addresses of the rail's /24 that no
  * guest has (ARP gets no answer, so a dial would block for seconds) and a
@@ -27,11 +28,13 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "nezha.h"
 #include "tap.h"
+#include "nz_sysfs.h"
 
 #define SYSFS		"/sys/class/nezha/nezha/"
 #define SILENT_PORT	7499		/* our socket that never speaks */
@@ -137,9 +140,10 @@ static int comm_destroy(int fd, uint32_t id)
 	return ioctl(fd, NZ_IOC_COMM_DESTROY, &id) ? -errno : 0;
 }
 
-/* Submit one SEND or RECV; with wait_ms >= 0 wait for its CQE. */
-static int xfer(struct nz_queue *q, uint32_t op, uint32_t comm, uint32_t peer,
-		void *buf, uint64_t len, int wait_ms)
+/* Submit one SEND or RECV on tag; with wait_ms >= 0 wait for its CQE. */
+static int xfer_tag(struct nz_queue *q, uint32_t op, uint32_t comm,
+		    uint32_t peer, void *buf, uint64_t len, uint64_t tag,
+		    int wait_ms)
 {
 	struct nz_sqe cmd = { 0 };
 	struct nz_cqe cqe;
@@ -149,7 +153,7 @@ static int xfer(struct nz_queue *q, uint32_t op, uint32_t comm, uint32_t peer,
 	cmd.xfer.addr = (uintptr_t)buf;
 	cmd.xfer.len = len;
 	cmd.xfer.peer = peer;
-	cmd.xfer.tag = 1;
+	cmd.xfer.tag = tag;
 	ret = nz_queue_prep(q, op, &cmd, 1, -1);
 	if (!ret)
 		ret = nz_queue_submit(q) == 1 ? 0 : -EIO;
@@ -157,6 +161,12 @@ static int xfer(struct nz_queue *q, uint32_t op, uint32_t comm, uint32_t peer,
 		return ret;
 	ret = nz_queue_wait(q, &cqe, wait_ms);
 	return ret ? ret : cqe.res;
+}
+
+static int xfer(struct nz_queue *q, uint32_t op, uint32_t comm, uint32_t peer,
+		void *buf, uint64_t len, int wait_ms)
+{
+	return xfer_tag(q, op, comm, peer, buf, len, 1, wait_ms);
 }
 
 static struct nz_queue *qopen(void)
@@ -494,6 +504,107 @@ static void test_rail_del(void)
 	tap_ok(system(cmd) == 0, "rail added back");
 }
 
+/*
+ * 8. Per-user and per-peer limits (kmod/limits.c, msg.c), each set low:
+ * past it a clear errno and a counter, another user unaffected, and what
+ * is given back can be taken again.  Before them one user could hold any
+ * number of communicators and commands, and name a new tag in every
+ * RECV, each an entry kept until the communicator went.
+ */
+static int other_user_creates(void)
+{
+	int status = -1;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd, id;
+
+		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+		    setresuid(65534, 65534, 65534))
+			_exit(101);
+		fd = open("/dev/nezha", O_RDWR);
+		if (fd < 0)
+			_exit(102);
+		id = comm_create(fd, 2, 0, false, 0x4c494d70);
+		_exit(id > 0 ? 0 : 103);
+	}
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_quotas(void)
+{
+	long long oc = nz_param_rw("max_user_comms", -1);
+	long long ocmd = nz_param_rw("max_user_cmds", -1);
+	long long otag = nz_param_rw("max_tags", -1);
+	long long cr0 = stat_ll("stats/comms_refused");
+	long long mr0 = stat_ll("stats/cmds_refused");
+	long long tr0 = stat_ll("stats/tags_refused");
+	struct nz_queue *q = qopen(), *q2 = qopen();
+	static char buf[4096];
+	struct nz_cqe cqe;
+	int ids[4], id2, i, ret, other, drained = 0;
+	struct stat st;
+
+	if (oc < 0 || ocmd < 0 || otag < 0 || cr0 < 0 || !q || !q2 ||
+	    stat("/dev/nezha", &st)) {
+		tap_ok(0, "quotas: set-up (parameters %lld %lld %lld)", oc, ocmd, otag);
+		return;
+	}
+	nz_param_rw("max_user_comms", 3);
+	for (i = 0; i < 4; i++)
+		ids[i] = comm_create(nz_queue_fd(q), 2, 0, false, 0x4c494d50 + i);
+	tap_ok(ids[0] > 0 && ids[1] > 0 && ids[2] > 0 && ids[3] == -EMFILE &&
+	       stat_ll("stats/comms_refused") == cr0 + 1,
+	       "max_user_comms 3: a 4th communicator is -EMFILE (%d), counted in stats/comms_refused (+%lld)",
+	       ids[3], stat_ll("stats/comms_refused") - cr0);
+	chmod("/dev/nezha", 0666);
+	other = other_user_creates();
+	chmod("/dev/nezha", st.st_mode & 07777);
+	tap_ok(other == 0, "root at its limit: another user still creates one (%d)", other);
+	comm_destroy(nz_queue_fd(q), ids[2]);
+	ids[2] = comm_create(nz_queue_fd(q), 2, 0, false, 0x4c494d60);
+	id2 = comm_create(nz_queue_fd(q2), 2, 0, false, 0x4c494d61);
+	tap_ok(ids[2] > 0 && id2 == -EMFILE,
+	       "one destroyed: the next create succeeds (%d), the one after is -EMFILE on another file too (%d)",
+	       ids[2], id2);
+	nz_queue_close(q);
+	id2 = comm_create(nz_queue_fd(q2), 2, 0, false, 0x4c494d61);
+	tap_ok(id2 > 0, "the file holding them closed: its 3 are given back (%d)", id2);
+	nz_param_rw("max_user_comms", oc);
+	if (id2 <= 0)
+		goto out;
+
+	/* Commands in flight: RECVs from a peer that never comes. */
+	nz_param_rw("max_user_cmds", 4);
+	for (i = 0, ret = 0; i < 4 && !ret; i++)
+		ret = xfer_tag(q2, NZ_CMD_RECV, id2, 1, buf, sizeof(buf), 1, -1);
+	ret = ret ? ret : xfer_tag(q2, NZ_CMD_RECV, id2, 1, buf, sizeof(buf), 1, 5000);
+	tap_ok(ret == -EAGAIN && stat_ll("stats/cmds_refused") == mr0 + 1 &&
+	       stat_ll("inflight") == 4,
+	       "max_user_cmds 4: a 5th command is -EAGAIN (%d), counted in stats/cmds_refused (+%lld), 4 in flight (%lld)",
+	       ret, stat_ll("stats/cmds_refused") - mr0, stat_ll("inflight"));
+	nz_param_rw("max_user_cmds", ocmd);
+
+	/* Tags: this peer has tag 1; allow 2. */
+	nz_param_rw("max_tags", 2);
+	ret = xfer_tag(q2, NZ_CMD_RECV, id2, 1, buf, sizeof(buf), 2, -1);
+	ret = ret ? ret : xfer_tag(q2, NZ_CMD_RECV, id2, 1, buf, sizeof(buf), 3, 5000);
+	tap_ok(ret == -ENOSPC && stat_ll("stats/tags_refused") == tr0 + 1,
+	       "max_tags 2: a RECV on a 3rd tag is -ENOSPC (%d), counted in stats/tags_refused (+%lld)",
+	       ret, stat_ll("stats/tags_refused") - tr0);
+	ret = xfer_tag(q2, NZ_CMD_RECV, id2, 1, buf, sizeof(buf), 1, 300);
+	tap_ok(ret == -ETIME || ret == -ETIMEDOUT || ret == -EAGAIN,
+	       "a RECV on a tag in use is still taken (it waits: %d)", ret);
+	nz_param_rw("max_tags", otag);
+	comm_destroy(nz_queue_fd(q2), id2);
+	while (!nz_queue_wait(q2, &cqe, 2000) && cqe.res == -ECANCELED)
+		drained++;
+	tap_ok(drained == 6, "destroy cancels the 6 RECVs waiting (%d)", drained);
+out:
+	nz_queue_close(q2);
+}
+
 static int want_argc;
 static char **want_argv;
 
@@ -549,6 +660,8 @@ int main(int argc, char **argv)
 		test_create_destroy_race();
 	if (want("raildel"))
 		test_rail_del();
+	if (want("quotas"))
+		test_quotas();
 	close(lfd);
 	printf("1..%d\n", tap_n);
 	return tap_exit();

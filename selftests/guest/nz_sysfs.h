@@ -1,14 +1,38 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Guest test programs: one value of a connection's sysfs directory,
- * /sys/class/nezha/rail-RAIL/peer-JOB-RANK-PEER/FILE.
+ * Guest test programs: the module's parameters, and one value of a
+ * connection's sysfs directory, /sys/class/nezha/rail-RAIL/peer-JOB-RANK-PEER/FILE.
  */
 #ifndef NZ_SELFTEST_SYSFS_H
 #define NZ_SELFTEST_SYSFS_H
 
 #include <glob.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/*
+ * Module parameter NAME of nezha.ko: its value with set < 0, else set it
+ * to set and return set; -1 if it cannot be read or written.
+ */
+static inline long long nz_param_rw(const char *name, long long set)
+{
+	char path[256], line[64];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/nezha/parameters/%s", name);
+	f = fopen(path, set < 0 ? "r" : "w");
+	if (!f)
+		return -1;
+	if (set >= 0)
+		v = fprintf(f, "%lld\n", set) > 0 ? set : -1;
+	else if (fgets(line, sizeof(line), f))
+		v = atoll(line);
+	if (fclose(f))
+		v = -1;
+	return v;
+}
 
 /*
  * FILE of rank's connection to peer on rail, without its newline, into
