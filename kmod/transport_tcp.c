@@ -6,8 +6,12 @@
  * connects; the two ends then prove knowledge of the job's secret
  * (Documentation/wire.rst): the server sends a fresh nonce (CHALLENGE), the
  * client answers with HELLO and an HMAC over both nonces and its identity,
- * the server answers WELCOME with its own HMAC.  The handshake runs in a
- * work item with blocking socket calls bounded by NZ_TCP_HS_TIMEOUT.
+ * the server answers WELCOME with its own HMAC.  The client's side runs in
+ * its dial work item with blocking socket calls bounded by
+ * NZ_TCP_HS_TIMEOUT.  The server's side is driven by the socket's callbacks
+ * with non-blocking calls only: a stranger that connects and says nothing
+ * holds a little memory until its deadline, never a worker (see "server
+ * side" below).
  *
  * Once established, the socket is driven by two work items, one per
  * direction, woken by the socket's callbacks and by comm.c's kicks; they
@@ -31,7 +35,6 @@
 #include "transport.h"
 
 #define NZ_TCP_HS_TIMEOUT	(5 * HZ)
-#define NZ_TCP_MAX_HANDSHAKES	64	/* per rail, in progress */
 #define NZ_TCP_RX_BUDGET	(2U << 20)	/* bytes per rx work run */
 #define NZ_TCP_TX_BUDGET	64		/* frames per tx work run */
 
@@ -97,19 +100,39 @@ struct nz_tcp_rail {
 	struct socket *lsock;
 	struct work_struct accept_work;
 	void (*saved_data_ready)(struct sock *sk);
-	atomic_t handshakes;
-	/* Server handshakes in progress, so that rail_stop() can end them. */
+	atomic_t handshakes;		/* struct nz_tcp_hs alive */
+	/*
+	 * Server handshakes in progress, oldest first, so that rail_stop()
+	 * can end them and a newcomer can take the place of a stale one.
+	 */
 	struct mutex hs_lock;
 	struct list_head hs_list;
 };
 
+enum nz_tcp_hs_state {
+	NZ_HS_CHALLENGE,		/* our nonce to send */
+	NZ_HS_HELLO,			/* reading the client's HELLO */
+	NZ_HS_COMM,			/* waiting for the communicator it names */
+};
+
 struct nz_tcp_hs {
-	struct work_struct work;
+	struct delayed_work work;
 	struct socket *sock;
 	struct nz_rail *rail;		/* holds a reference */
 	struct nz_tcp_rail *tr;		/* rail_stop() waits for us */
 	struct list_head node;		/* tr->hs_list, under tr->hs_lock */
-	bool stop;			/* rail_stop() shut our socket down */
+	bool stop;			/* shut down: rail_stop() or evicted */
+	bool authed;			/* the HELLO's MAC checked out */
+	enum nz_tcp_hs_state state;
+	__be32 src;			/* the client's address */
+	unsigned long born;		/* jiffies at accept */
+	unsigned long deadline;		/* for the HELLO, then for the comm */
+	void (*saved_data_ready)(struct sock *sk);
+	void (*saved_state_change)(struct sock *sk);
+	u8 nonce_s[NZ_WIRE_NONCE_LEN];
+	u32 got;			/* bytes of rx read */
+	u8 rx[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN];
+	struct nz_frame hello;
 };
 
 struct nz_tcp_conn {
@@ -214,31 +237,36 @@ static int nz_tcp_recv_frame(struct socket *sock, enum nz_wire_state st,
 	return f->type == NZ_FRAME_CLOSE ? -ECONNREFUSED : 0;
 }
 
-static void nz_tcp_send_close(struct socket *sock, u32 reason)
+/*
+ * A handshake frame, or nothing: a few bytes on a socket that has sent
+ * next to nothing yet always fit, and the server never waits for a client.
+ */
+static int nz_tcp_send_frame_nowait(struct socket *sock,
+				    const struct nz_frame *f)
 {
-	struct nz_frame f;
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL };
+	u8 buf[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN];
+	struct kvec kv;
+	int len, ret;
 
-	nz_frame_init(&f, NZ_FRAME_CLOSE);
-	f.close.reason = reason;
-	nz_tcp_send_frame(sock, &f);
+	len = nz_wire_encode(f, &nz_tcp_hs_lim, buf, sizeof(buf));
+	if (len < 0)
+		return len;
+	kv.iov_base = buf;
+	kv.iov_len = len;
+	ret = kernel_sendmsg(sock, &msg, &kv, 1, len);
+	if (ret == len)
+		return 0;
+	return ret < 0 ? ret : -EIO;
 }
 
 static void nz_tcp_send_close_nowait(struct socket *sock, u32 reason)
 {
-	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL };
-	u8 buf[NZ_WIRE_HDR_LEN];
 	struct nz_frame f;
-	struct kvec kv;
-	int len;
 
 	nz_frame_init(&f, NZ_FRAME_CLOSE);
 	f.close.reason = reason;
-	len = nz_wire_encode(&f, &nz_tcp_hs_lim, buf, sizeof(buf));
-	if (len < 0)
-		return;
-	kv.iov_base = buf;
-	kv.iov_len = len;
-	kernel_sendmsg(sock, &msg, &kv, 1, len);
+	nz_tcp_send_frame_nowait(sock, &f);
 }
 
 static void nz_tcp_set_timeouts(struct socket *sock)
@@ -821,22 +849,62 @@ static u32 nz_tcp_check_hello(struct nz_comm *comm, struct nz_rail *rail,
  */
 #define NZ_TCP_COMM_GRACE_MS	2000
 
-static struct nz_comm *nz_tcp_wait_comm(struct nz_tcp_hs *hs,
-					const struct nz_frame_hello *h)
-{
-	struct nz_comm *comm;
-	int waited;
+/*
+ * What an unauthenticated client can hold.  Each handshake that has not
+ * shown the job's key costs a socket and a struct nz_tcp_hs, no worker.
+ * Per rail at most NZ_TCP_MAX_HANDSHAKES of them wait, of those at most
+ * NZ_TCP_MAX_HS_PER_SRC from one address (a node with many ranks opens
+ * one per rank pair at once: 64 with 8 ranks on each side).  A newcomer
+ * past either limit takes the place of the oldest such handshake (of its
+ * address, at that limit) if that one has waited NZ_TCP_HS_STALE already:
+ * a client with the key answers the CHALLENGE within a round trip, so it
+ * is never the stale one, while strangers that connect and stay silent
+ * lose their places to each newcomer.  Only when all are fresher is the
+ * newcomer refused (stats/handshakes_refused) -- its client retries.
+ */
+#define NZ_TCP_MAX_HANDSHAKES	1024
+#define NZ_TCP_MAX_HS_PER_SRC	256
+#define NZ_TCP_HS_STALE		(HZ / 2)
+/* Those ended for a newcomer still unwinding: bounds memory meanwhile. */
+#define NZ_TCP_MAX_HS_ALIVE	(2 * NZ_TCP_MAX_HANDSHAKES)
 
-	for (waited = 0; ; waited += 20) {
-		comm = nz_comm_find_job(h->job_id, h->dst_rank);
-		if (comm || waited >= NZ_TCP_COMM_GRACE_MS ||
-		    READ_ONCE(hs->stop))
-			return comm;
-		msleep(20);
-	}
+/* Queue hs's work now, unless it is gone; under sk_callback_lock. */
+static void nz_tcp_hs_wake(struct sock *sk)
+{
+	struct nz_tcp_hs *hs;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	hs = sk->sk_user_data;
+	if (hs)
+		mod_delayed_work(nz_wq, &hs->work, 0);
+	read_unlock_bh(&sk->sk_callback_lock);
 }
 
-/* Leave tr's list; false if rail_stop() already shut the socket down. */
+/* Give the socket its stock callbacks back: no more wake-ups of hs. */
+static void nz_tcp_hs_unhook(struct nz_tcp_hs *hs)
+{
+	struct sock *sk = hs->sock->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = hs->saved_data_ready;
+	sk->sk_state_change = hs->saved_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* End hs early (rail_stop(), or a newcomer's place); under tr->hs_lock. */
+static void nz_tcp_hs_end(struct nz_tcp_hs *hs)
+{
+	lockdep_assert_held(&hs->tr->hs_lock);
+	WRITE_ONCE(hs->stop, true);
+	kernel_sock_shutdown(hs->sock, SHUT_RDWR);
+	mod_delayed_work(nz_wq, &hs->work, 0);
+}
+
+/*
+ * Leave tr's list; false if hs was ended meanwhile.  After this, only hs's
+ * own work can queue it again.
+ */
 static bool nz_tcp_hs_unlist(struct nz_tcp_hs *hs)
 {
 	struct nz_tcp_rail *tr = hs->tr;
@@ -849,69 +917,158 @@ static bool nz_tcp_hs_unlist(struct nz_tcp_hs *hs)
 	return live;
 }
 
+static int nz_tcp_hs_challenge(struct nz_tcp_hs *hs)
+{
+	struct nz_frame f;
+
+	get_random_bytes(hs->nonce_s, sizeof(hs->nonce_s));
+	nz_frame_init(&f, NZ_FRAME_CHALLENGE);
+	memcpy(f.challenge.nonce_s, hs->nonce_s, sizeof(hs->nonce_s));
+	return nz_tcp_send_frame_nowait(hs->sock, &f);
+}
+
+/*
+ * Read what has come of the HELLO, without waiting: 0 once it is whole
+ * and decoded, -EAGAIN for more, or an error.
+ */
+static int nz_tcp_hs_read(struct nz_tcp_hs *hs)
+{
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT };
+	struct kvec kv;
+	u32 need;
+	int ret;
+
+	for (;;) {
+		need = NZ_WIRE_HDR_LEN;
+		if (hs->got >= NZ_WIRE_HDR_LEN)
+			need += hs->hello.len;
+		if (hs->got == need)
+			break;
+		kv.iov_base = hs->rx + hs->got;
+		kv.iov_len = need - hs->got;
+		ret = kernel_recvmsg(hs->sock, &msg, &kv, 1, kv.iov_len,
+				     MSG_DONTWAIT);
+		if (ret == 0)
+			return -ECONNRESET;
+		if (ret < 0)
+			return ret;
+		hs->got += ret;
+		if (hs->got != NZ_WIRE_HDR_LEN)
+			continue;
+		ret = nz_wire_decode_hdr(hs->rx, &nz_tcp_hs_lim, &hs->hello);
+		if (ret)
+			return ret;
+		if (!nz_wire_type_expected(NZ_WS_SERVER_WAIT_HELLO,
+					   hs->hello.type) ||
+		    hs->hello.len > NZ_WIRE_HELLO_LEN)
+			return -EPROTO;
+	}
+	ret = nz_wire_decode_body(&hs->hello, hs->rx + NZ_WIRE_HDR_LEN);
+	if (ret)
+		return ret;
+	return hs->hello.type == NZ_FRAME_CLOSE ? -ECONNREFUSED : 0;
+}
+
+/*
+ * The server's side of a handshake, one step per run: woken by the
+ * socket (data, close), by rail_stop() or a newcomer (hs->stop), and by
+ * its own timer (the deadline, or the next look for the communicator).
+ */
 static void nz_tcp_server_hs_work(struct work_struct *work)
 {
-	struct nz_tcp_hs *hs = container_of(work, struct nz_tcp_hs, work);
+	struct nz_tcp_hs *hs = container_of(to_delayed_work(work),
+					    struct nz_tcp_hs, work);
 	struct nz_tcp_rail *tr = hs->tr;
-	u8 nonce_s[NZ_WIRE_NONCE_LEN], in[NZ_WIRE_WELCOME_MAC_LEN];
+	u8 in[NZ_WIRE_WELCOME_MAC_LEN];
 	struct nz_rail *rail = hs->rail;
 	struct nz_comm *comm = NULL;
 	struct nz_conn *conn = NULL;
-	struct nz_frame f, hello;
+	const struct nz_frame_hello *h = &hs->hello.hello;
 	u32 reason = NZ_CLOSE_PROTO;
-	int ret;
+	struct nz_frame f;
+	int ret = -ESHUTDOWN;
 
-	nz_tcp_set_timeouts(hs->sock);
-	get_random_bytes(nonce_s, sizeof(nonce_s));
-	nz_frame_init(&f, NZ_FRAME_CHALLENGE);
-	memcpy(f.challenge.nonce_s, nonce_s, sizeof(nonce_s));
-	ret = nz_tcp_send_frame(hs->sock, &f);
-	if (ret)
+	if (READ_ONCE(hs->stop))
 		goto refuse;
-	ret = nz_tcp_recv_frame(hs->sock, NZ_WS_SERVER_WAIT_HELLO, &hello);
-	if (ret)
-		goto refuse;
+	if (hs->state == NZ_HS_CHALLENGE) {
+		ret = nz_tcp_hs_challenge(hs);
+		if (ret)
+			goto refuse;
+		hs->state = NZ_HS_HELLO;
+	}
+	if (hs->state == NZ_HS_HELLO) {
+		ret = nz_tcp_hs_read(hs);
+		if (ret == -EAGAIN && time_before(jiffies, hs->deadline))
+			goto again;
+		if (ret) {
+			if (ret == -EAGAIN)
+				ret = -ETIMEDOUT;
+			goto refuse;
+		}
+		hs->state = NZ_HS_COMM;
+		hs->deadline = jiffies + msecs_to_jiffies(NZ_TCP_COMM_GRACE_MS);
+	}
 	reason = NZ_CLOSE_IDENTITY;
+	ret = 0;
 	if (READ_ONCE(rail->dead) || READ_ONCE(rail->admin_down))
 		goto refuse;
-	comm = nz_tcp_wait_comm(hs, &hello.hello);
-	if (!comm)
+	comm = nz_comm_find_job(h->job_id, h->dst_rank);
+	if (!comm) {
+		if (time_before(jiffies, hs->deadline)) {
+			queue_delayed_work(nz_wq, &hs->work,
+					   msecs_to_jiffies(20));
+			return;
+		}
 		goto refuse;
-	reason = nz_tcp_check_hello(comm, rail, &hello.hello, nonce_s, &conn);
+	}
+	reason = nz_tcp_check_hello(comm, rail, h, hs->nonce_s, &conn);
 	if (reason)
+		goto refuse;
+	mutex_lock(&tr->hs_lock);
+	hs->authed = !hs->stop;
+	mutex_unlock(&tr->hs_lock);
+	ret = -ESHUTDOWN;
+	if (!hs->authed)
 		goto refuse;
 
 	nz_frame_init(&f, NZ_FRAME_WELCOME);
-	nz_wire_welcome_mac_input(hello.hello.nonce_c, nonce_s, comm->job_id,
-				  comm->rank, hello.hello.src_rank,
-				  hello.hello.rail, in);
+	nz_wire_welcome_mac_input(h->nonce_c, hs->nonce_s, comm->job_id,
+				  comm->rank, h->src_rank, h->rail, in);
 	ret = nz_comm_mac(comm, in, sizeof(in), f.welcome.mac);
+	nz_tcp_hs_unhook(hs);
 	if (!ret)
-		ret = nz_tcp_send_frame(hs->sock, &f);
+		ret = nz_tcp_send_frame_nowait(hs->sock, &f);
 	/* Off the list before the socket becomes the connection's. */
 	if (!nz_tcp_hs_unlist(hs) && !ret)
 		ret = -ESHUTDOWN;
 	if (!ret)
 		ret = nz_tcp_attach(conn, hs->sock);
-	if (ret) {
+	if (ret)
 		sock_release(hs->sock);	/* not the client's fault */
-		goto out;
-	}
 	goto out;
 
+again:
+	queue_delayed_work(nz_wq, &hs->work, hs->deadline - jiffies);
+	return;
+
 refuse:
-	if (reason != NZ_CLOSE_PROTO || ret != -ECONNRESET)
-		nz_tcp_send_close(hs->sock, reason);
+	nz_tcp_hs_unhook(hs);
+	if (ret != -ECONNRESET && ret != -ESHUTDOWN)
+		nz_tcp_send_close_nowait(hs->sock, reason);
 	atomic64_inc(&rail->stats.hs_refused);
 	pr_info_ratelimited("rail %s: refused a connection (%s, %d)\n",
 			    rail->name,
 			    reason == NZ_CLOSE_AUTH ? "bad secret" :
 			    reason == NZ_CLOSE_IDENTITY ? "unknown job or rank" :
+			    ret == -ETIMEDOUT ? "no HELLO in time" :
+			    ret == -ESHUTDOWN ? "ended for a newer one" :
 			    "malformed handshake", ret);
 	nz_tcp_hs_unlist(hs);
 	kernel_sock_shutdown(hs->sock, SHUT_RDWR);
 	sock_release(hs->sock);
 out:
+	/* Nobody else queues it now (unhooked, unlisted): drop a pending run. */
+	cancel_delayed_work(&hs->work);
 	if (comm)
 		nz_comm_put(comm);
 	/* tr may be freed once the count is 0: wake_up_var() only hashes it. */
@@ -921,40 +1078,99 @@ out:
 	kfree(hs);
 }
 
+/*
+ * Room for a handshake from src: see NZ_TCP_MAX_HANDSHAKES.  Ends the
+ * stale one whose place it takes; under tr->hs_lock.
+ */
+static bool nz_tcp_hs_room(struct nz_tcp_rail *tr, __be32 src)
+{
+	struct nz_tcp_hs *hs, *oldest = NULL, *oldest_src = NULL, *victim;
+	unsigned int waiting = 0, from_src = 0;
+
+	lockdep_assert_held(&tr->hs_lock);
+	list_for_each_entry(hs, &tr->hs_list, node) {
+		if (hs->stop || hs->authed)
+			continue;
+		waiting++;
+		oldest = oldest ?: hs;
+		if (hs->src == src) {
+			from_src++;
+			oldest_src = oldest_src ?: hs;
+		}
+	}
+	if (from_src >= NZ_TCP_MAX_HS_PER_SRC)
+		victim = oldest_src;
+	else if (waiting >= NZ_TCP_MAX_HANDSHAKES)
+		victim = oldest;
+	else
+		return true;
+	if (time_before(jiffies, victim->born + NZ_TCP_HS_STALE))
+		return false;
+	nz_tcp_hs_end(victim);
+	return true;
+}
+
 static void nz_tcp_accept_work(struct work_struct *work)
 {
 	struct nz_tcp_rail *tr = container_of(work, struct nz_tcp_rail,
 					      accept_work);
+	struct sockaddr_in sin;
 	struct socket *sock;
 	struct nz_tcp_hs *hs;
+	struct sock *sk;
+	bool room;
 
 	while (!kernel_accept(tr->lsock, &sock, O_NONBLOCK)) {
+		sk = sock->sk;
 		/*
 		 * TCP clones the listener: the child inherits our listener
-		 * callback and its user data.  Give it the stock ones back.
+		 * callback and its user data.  Give it the stock ones back
+		 * until it is ours.
 		 */
-		write_lock_bh(&sock->sk->sk_callback_lock);
-		sock->sk->sk_user_data = NULL;
-		sock->sk->sk_data_ready = tr->saved_data_ready;
-		write_unlock_bh(&sock->sk->sk_callback_lock);
+		write_lock_bh(&sk->sk_callback_lock);
+		sk->sk_user_data = NULL;
+		sk->sk_data_ready = tr->saved_data_ready;
+		write_unlock_bh(&sk->sk_callback_lock);
 		hs = NULL;
-		if (atomic_inc_return(&tr->handshakes) <= NZ_TCP_MAX_HANDSHAKES)
+		if (atomic_inc_return(&tr->handshakes) <= NZ_TCP_MAX_HS_ALIVE &&
+		    kernel_getpeername(sock, (struct sockaddr *)&sin) > 0)
 			hs = kzalloc(sizeof(*hs), GFP_KERNEL);
+		if (hs) {
+			hs->sock = sock;
+			hs->rail = tr->rail;
+			hs->tr = tr;
+			hs->src = sin.sin_addr.s_addr;
+			hs->born = jiffies;
+			hs->deadline = jiffies + NZ_TCP_HS_TIMEOUT;
+			INIT_DELAYED_WORK(&hs->work, nz_tcp_server_hs_work);
+			INIT_LIST_HEAD(&hs->node);
+			mutex_lock(&tr->hs_lock);
+			room = nz_tcp_hs_room(tr, hs->src);
+			if (room)
+				list_add_tail(&hs->node, &tr->hs_list);
+			mutex_unlock(&tr->hs_lock);
+			if (!room) {
+				kfree(hs);
+				hs = NULL;
+			}
+		}
 		if (!hs) {
 			atomic_dec(&tr->handshakes);
 			atomic64_inc(&tr->rail->stats.hs_refused);
+			pr_info_ratelimited("rail %s: refused a connection (too many handshakes waiting)\n",
+					    tr->rail->name);
 			sock_release(sock);
 			continue;
 		}
-		hs->sock = sock;
-		hs->rail = tr->rail;
-		hs->tr = tr;
 		kref_get(&tr->rail->ref);
-		INIT_WORK(&hs->work, nz_tcp_server_hs_work);
-		mutex_lock(&tr->hs_lock);
-		list_add_tail(&hs->node, &tr->hs_list);
-		mutex_unlock(&tr->hs_lock);
-		queue_work(nz_wq, &hs->work);
+		write_lock_bh(&sk->sk_callback_lock);
+		hs->saved_data_ready = sk->sk_data_ready;
+		hs->saved_state_change = sk->sk_state_change;
+		sk->sk_user_data = hs;
+		sk->sk_data_ready = nz_tcp_hs_wake;
+		sk->sk_state_change = nz_tcp_hs_wake;
+		write_unlock_bh(&sk->sk_callback_lock);
+		mod_delayed_work(nz_wq, &hs->work, 0);
 	}
 }
 
@@ -1043,10 +1259,8 @@ static void nz_tcp_rail_stop(struct nz_rail *rail)
 	 * communicator sees hs->stop -- then wait for the last one.
 	 */
 	mutex_lock(&tr->hs_lock);
-	list_for_each_entry(hs, &tr->hs_list, node) {
-		WRITE_ONCE(hs->stop, true);
-		kernel_sock_shutdown(hs->sock, SHUT_RDWR);
-	}
+	list_for_each_entry(hs, &tr->hs_list, node)
+		nz_tcp_hs_end(hs);
 	mutex_unlock(&tr->hs_lock);
 	wait_var_event(&tr->handshakes, !atomic_read(&tr->handshakes));
 	rail->priv = NULL;

@@ -7,15 +7,16 @@
  * connection, be counted, and leave the posted receive and the memory
  * around it untouched; a well-formed message afterwards must still land.
  *
- * Usage: nz_hostile RAIL ADDR PORT [-n FRAMES] [-s SEED] [-x N] [-D].  With -n, a
+ * Usage: nz_hostile RAIL ADDR PORT [-n FRAMES] [-s SEED] [-x N [-S SRC]] [-D].  With -n, a
  * fuzzing phase follows: FRAMES structure-aware mutated frames, first from
  * peers without the secret (mutated HELLOs), then from one that knows it
  * (streams of well-formed frames ending, often, in a mutated one).  The
  * host's copy of the codec predicts which frames are malformed: each of
  * those must close the connection, and be counted; afterwards a message
  * from the same peer must still land intact.  Deterministic per seed.
- * With -x, N strangers that connect and stay silent must not keep the
- * job's own peer from connecting and delivering within a second.
+ * With -x, N strangers that connect and stay silent (from SRC, another
+ * address of this guest) must not keep the job's own peer from connecting
+ * and delivering within a second.
  * Links the module's own wire codec (kmod/wire.c); HMAC-SHA256 comes from
  * the kernel through AF_ALG.
  */
@@ -30,6 +31,7 @@
 #include <time.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include "nezha.h"
@@ -613,56 +615,105 @@ static void fz_phase(const struct job *j, struct nz_queue *q, uint32_t comm_id,
 	free(payload);
 }
 
-/*
- * -x N: N strangers connect and never say a word, then the job's own peer
- * connects and sends one message.  Fails today for N > 64: the rail takes
- * NZ_TCP_MAX_HANDSHAKES (64) handshakes at once from anybody, each held up
- * to the 5 s handshake timeout, and refuses every connection beyond them,
- * the job's own peers' too.  The module must not let the strangers
- * hold it up (Documentation/design.rst, trust model: a host without the
- * key is refused at a bounded cost, no blocking of shared workers).
- */
-static void silent_probe(const struct job *j, struct nz_queue *q, uint32_t comm_id,
-			 unsigned int n)
+/* Connect from src (any address if src is 0), without waiting long. */
+static int connect_from(in_addr_t src)
 {
-	int *fds = calloc(n, sizeof(int)), fd, ret;
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = src };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		return -1;
+	if ((src && bind(fd, (struct sockaddr *)&sin, sizeof(sin))) ||
+	    connect(fd, (struct sockaddr *)&target, sizeof(target))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The job's own peer connects and delivers one message: seconds, or -1. */
+static double peer_delivers(const struct job *j, struct nz_queue *q,
+			    uint32_t comm_id, uint64_t msg_id, int *res)
+{
 	uint8_t *rbuf = malloc(UNIT), *payload = malloc(UNIT), hdr[NZ_WIRE_HDR_LEN];
 	struct nz_sqe cmd = { 0 };
-	struct nz_cqe cqe;
-	unsigned int k, opened = 0;
-	double t0, t;
+	struct nz_cqe cqe = { 0 };
+	double t0 = fz_now();
+	int fd, ret;
 
-	for (k = 0; k < n; k++) {
-		fds[k] = connect_rail();
-		opened += fds[k] >= 0;
-	}
-	usleep(200 * 1000);	/* their handshakes are under way */
 	memset(payload, 0x33, UNIT);
 	cmd.comm_id = comm_id;
 	cmd.xfer.addr = (uintptr_t)rbuf;
 	cmd.xfer.len = UNIT;
-	cmd.xfer.tag = 78;
+	cmd.xfer.tag = 70 + msg_id;	/* a tag of its own: sequence 0 */
 	cmd.xfer.peer = 1;
 	nz_queue_prep(q, NZ_CMD_RECV, &cmd, 79, -1);
 	nz_queue_submit(q);
-	t0 = fz_now();
 	fd = connect_rail();
 	ret = fd >= 0 ? handshake(fd, j, j->secret) : -1;
-	data_frame(hdr, 999999998, 78, UNIT, 0, UNIT);
+	data_frame(hdr, msg_id, 70 + msg_id, UNIT, 0, UNIT);
 	ret = ret || write_all(fd, hdr, sizeof(hdr)) || write_all(fd, payload, UNIT);
 	ret = ret || nz_queue_wait(q, &cqe, 15000);
-	t = fz_now() - t0;
-	tap_ok(!ret && cqe.res == UNIT && t < 1.0,
-	       "%u silent strangers (%u connected): the job's peer still gets in and delivers in %.2f s (%d)",
-	       n, opened, t, ret ? ret : cqe.res);
+	*res = ret ? -1 : cqe.res;
+	ret = ret || cqe.res != UNIT || memcmp(rbuf, payload, UNIT);
 	if (fd >= 0)
 		close(fd);
-	for (k = 0; k < n; k++)
+	free(rbuf);
+	free(payload);
+	return ret ? -1 : fz_now() - t0;
+}
+
+/*
+ * -x N [-S ADDR]: N strangers connect and never say a word, then the
+ * job's own peer connects and sends one message, which must land within
+ * a second.  The strangers come from ADDR (another address of this
+ * guest), the peer from the rail's own: one address may hold 256
+ * handshakes, the rest of the N are refused at once.  Then 300 more come
+ * from the peer's own address, and the peer, once they are half a second
+ * old, takes the place of the oldest.  Before, the rail took 64
+ * handshakes from anybody, each held a worker for up to 5 s, and every
+ * connection past them was refused -- the job's own peers' too.
+ */
+static void silent_probe(const struct job *j, struct nz_queue *q, uint32_t comm_id,
+			 unsigned int n, in_addr_t src)
+{
+	unsigned int k, opened = 0, opened2 = 0, n2 = 300;
+	int *fds = calloc(n + n2, sizeof(int)), res;
+	long long refused0 = sysfs_rail("handshakes_refused"), refused;
+	struct rlimit rl;
+	double t;
+
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < n + n2 + 64) {
+		rl.rlim_cur = rl.rlim_max < n + n2 + 64 ? rl.rlim_max : n + n2 + 64;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	for (k = 0; k < n; k++) {
+		fds[k] = connect_from(src);
+		opened += fds[k] >= 0;
+	}
+	usleep(200 * 1000);	/* their handshakes are under way */
+	refused = sysfs_rail("handshakes_refused") - refused0;
+	t = peer_delivers(j, q, comm_id, 3, &res);
+	tap_ok(t >= 0 && t < 1.0,
+	       "%u silent strangers from another address (%u connected, %lld refused at once): the job's peer gets in and delivers in %.2f s (%d)",
+	       n, opened, refused, t, res);
+	tap_ok(!src || n <= 256 || refused >= n - 256,
+	       "one address holds at most 256 waiting handshakes (%lld of %u refused)",
+	       refused, n);
+	for (k = 0; k < n2; k++) {
+		fds[n + k] = connect_from(0);
+		opened2 += fds[n + k] >= 0;
+	}
+	usleep(700 * 1000);	/* older than NZ_TCP_HS_STALE */
+	t = peer_delivers(j, q, comm_id, 4, &res);
+	tap_ok(t >= 0 && t < 1.0,
+	       "%u silent strangers from the peer's own address (%u connected): it takes the place of a stale one and delivers in %.2f s (%d)",
+	       n2, opened2, t, res);
+	for (k = 0; k < n + n2; k++)
 		if (fds[k] >= 0)
 			close(fds[k]);
 	free(fds);
-	free(rbuf);
-	free(payload);
 }
 
 /*
@@ -759,6 +810,7 @@ int main(int argc, char **argv)
 	int fd, ret, i;
 
 	uint64_t frames = 0, seed = 0x4e5a57495245ULL, silent = 0;
+	in_addr_t src = 0;
 
 	if (argc < 4)
 		return 2;
@@ -776,6 +828,8 @@ int main(int argc, char **argv)
 			seed = strtoull(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "-x"))
 			silent = strtoull(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "-S"))
+			src = inet_addr(argv[i + 1]);
 		else
 			return 2;
 	}
@@ -921,7 +975,7 @@ int main(int argc, char **argv)
 	if (frames)
 		fz_phase(&j, q, cc.comm_id, frames, seed);
 	if (silent)
-		silent_probe(&j, q, cc.comm_id, (unsigned int)silent);
+		silent_probe(&j, q, cc.comm_id, (unsigned int)silent, src);
 	ret = ioctl(nz_queue_fd(q), NZ_IOC_COMM_DESTROY, &cc.comm_id);
 	tap_ok(ret == 0, "communicator destroyed");
 	nz_queue_close(q);

@@ -142,8 +142,12 @@ check "NICs at 10 Gbit/s: the job cuts 64 KiB chunks (unit, speeds: ${got:-none}
 	test "$got" = "65536 10000 10000"
 
 # A hostile client against this guest's own rail r0 (each guest alone).
+# 1000 silent strangers come from a second address of this guest's rail0.
 modprobe -q algif_hash 2>/dev/null
-run_tap hostile "$NZ_BIN/guest/nz_hostile" r0 "$ADDR0" 7470
+STRANGER=${ADDR0%.*}.$((100 + NZ_NODE))
+ip addr add "$STRANGER/24" dev "${NZ_IFS%% *}"
+run_tap hostile "$NZ_BIN/guest/nz_hostile" r0 "$ADDR0" 7470 -x 1000 -S "$STRANGER"
+ip addr del "$STRANGER/24" dev "${NZ_IFS%% *}"
 
 # The scheduler (sched.c), with rail1 20 ms slower each way on both guests.
 SCHED=/sys/module/nezha/parameters/sched_mode
