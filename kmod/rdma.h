@@ -50,6 +50,7 @@ struct nz_rdma_rail {
 	struct ib_device *ibdev;	/* NULL while the device is gone */
 	struct list_head conns;		/* every nz_rdma_conn of the rail */
 	unsigned int handshakes;	/* server ones, not attached yet */
+	u64 hs_stranger_bytes;		/* their buffers, for unknown jobs */
 	bool stopping;			/* rail_stop() began */
 	unsigned int relisten_tries;
 	wait_queue_head_t waitq;	/* conns became empty */
@@ -115,6 +116,7 @@ struct nz_rdma_conn {
 	u32 rx_depth;			/* our receives */
 	u32 tx_slots;			/* our transmit buffers */
 	u32 peer_depth;			/* the peer's receives: credits */
+	u64 hs_cost;			/* server: in rr->hs_stranger_bytes */
 	u8 *rx_hdr, *tx_hdr;		/* header areas of all slots */
 	u64 rx_hdr_dma, tx_hdr_dma;
 	bool rx_hdr_mapped, tx_hdr_mapped;

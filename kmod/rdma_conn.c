@@ -73,8 +73,11 @@ static int nz_rdma_attach(struct nz_rdma_conn *rc, struct nz_conn *conn)
 		ret = nz_conn_attach(conn, rc);
 	}
 	if (!ret) {
-		if (!rc->client)
+		if (!rc->client) {
 			rr->handshakes--;
+			rr->hs_stranger_bytes -= rc->hs_cost;
+			rc->hs_cost = 0;
+		}
 		WRITE_ONCE(rc->ws, NZ_WS_ESTABLISHED);
 		spin_lock_bh(&rc->lock);
 		rc->attached = true;
@@ -645,6 +648,29 @@ static void nz_rdma_reject(struct rdma_cm_id *id, u32 reason)
 }
 
 /*
+ * Whether the REQ names a communicator of this host on this rail: 1 if it
+ * does, with the same unit and rails; 0 if there is none (yet); -1 if it
+ * names one with another shape.  Before any key is checked: it only
+ * decides how much memory a request may take (nz_rdma_cm_request()).
+ */
+static int nz_rdma_req_job(struct nz_rail *rail,
+			   const struct nz_rdma_cm_req *req)
+{
+	struct nz_comm *comm = nz_comm_find_job(be64_to_cpu(req->job_id),
+						be32_to_cpu(req->dst_rank));
+	u16 slot = be16_to_cpu(req->rail);
+	int ret;
+
+	if (!comm)
+		return 0;
+	ret = comm->unit == be32_to_cpu(req->unit) &&
+	      comm->nrails == be16_to_cpu(req->nrails) &&
+	      slot < comm->nrails && comm->rails[slot] == rail ? 1 : -1;
+	nz_comm_put(comm);
+	return ret;
+}
+
+/*
  * CONNECT_REQUEST on the rail's listener; id is the new connection's CM
  * ID.  Returns 0 (accepted: rc owns id) or 1 (rejected: rdma_cm destroys
  * id when we return).
@@ -667,10 +693,14 @@ int nz_rdma_cm_request(struct nz_rdma_rail *rr, struct rdma_cm_id *id,
 	};
 	struct nz_rdma_cm_req req;
 	u32 reason;
-	int ret;
+	int ret, job;
 
 	reason = nz_rdma_parse_req(&ev->param.conn, &req);
 	if (reason)
+		goto reject;
+	reason = NZ_CLOSE_IDENTITY;
+	job = nz_rdma_req_job(rail, &req);
+	if (job < 0)
 		goto reject;
 	reason = NZ_CLOSE_ADMIN;
 	if (READ_ONCE(rail->dead) || READ_ONCE(rail->admin_down))
@@ -684,6 +714,9 @@ int nz_rdma_cm_request(struct nz_rdma_rail *rr, struct rdma_cm_id *id,
 	rc->tx_slots = rc->rx_depth;
 	rc->peer_depth = be16_to_cpu(req.rx_depth);
 	rc->send_credits = rc->peer_depth;
+	/* A job we do not know: its buffers count against a small budget. */
+	if (!job)
+		rc->hs_cost = (u64)(rc->rx_depth + rc->tx_slots) * rc->unit;
 	rc->req = req;
 	rc->ws = NZ_WS_SERVER_WAIT_HELLO;
 	get_random_bytes(rc->nonce_s, sizeof(rc->nonce_s));

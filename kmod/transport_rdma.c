@@ -38,6 +38,13 @@
 #define NZ_RDMA_RX_BUDGET	64	/* messages per receive work run */
 #define NZ_RDMA_TX_BUDGET	64	/* messages per transmit work run */
 #define NZ_RDMA_MAX_HANDSHAKES	64	/* per rail, server side */
+/*
+ * Buffers of server handshakes whose request names no communicator of
+ * this host (yet: a client may knock before ours exists): a stranger
+ * without the job's id gets no more than this per rail, however large a
+ * unit it asks for.
+ */
+#define NZ_RDMA_HS_STRANGER_BYTES	(16ULL << 20)
 
 static unsigned int rx_depth = 16;
 module_param(rx_depth, uint, 0444);
@@ -310,8 +317,10 @@ int nz_rdma_rail_add_server(struct nz_rdma_rail *rr,
 
 	mutex_lock(&rr->lock);
 	if (!rr->stopping && rr->ibdev == dev &&
-	    rr->handshakes < NZ_RDMA_MAX_HANDSHAKES) {
+	    rr->handshakes < NZ_RDMA_MAX_HANDSHAKES &&
+	    rr->hs_stranger_bytes + rc->hs_cost <= NZ_RDMA_HS_STRANGER_BYTES) {
 		rr->handshakes++;
+		rr->hs_stranger_bytes += rc->hs_cost;
 		rc->rr = rr;
 		list_add_tail(&rc->node, &rr->conns);
 		ret = 0;
@@ -325,8 +334,10 @@ static void nz_rdma_rail_del_conn(struct nz_rdma_rail *rr,
 {
 	mutex_lock(&rr->lock);
 	list_del(&rc->node);
-	if (server_hs)
+	if (server_hs) {
 		rr->handshakes--;
+		rr->hs_stranger_bytes -= rc->hs_cost;
+	}
 	mutex_unlock(&rr->lock);
 	wake_up_all(&rr->waitq);
 }

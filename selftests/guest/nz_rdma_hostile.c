@@ -233,17 +233,55 @@ static uint32_t rej_reason(const struct event *e)
 	return get_unaligned_be32(e->priv + 4);
 }
 
-static void expect_reject(const char *what, const void *priv, uint8_t len)
+static void expect_reject_for(const char *what, const void *priv,
+			      uint8_t len, uint32_t reason)
 {
 	struct event e = { 0 };
 	struct peer *p = peer_connect(priv, len, &e);
 
 	tap_ok(p && e.type == RDMA_CM_EVENT_REJECTED &&
-	       rej_reason(&e) == NZ_CLOSE_PROTO,
+	       rej_reason(&e) == reason,
 	       "%s: rejected by the CM (%s, reason %u)", what,
 	       p ? rdma_event_str(e.type) : "no connection", rej_reason(&e));
 	if (p)
 		peer_free(p);
+}
+
+static void expect_reject(const char *what, const void *priv, uint8_t len)
+{
+	expect_reject_for(what, priv, len, NZ_CLOSE_PROTO);
+}
+
+/*
+ * Strangers that do not know the job's id, each asking for 1 MiB buffers
+ * (4 receive and 4 transmit): the server sized its buffers from whatever
+ * the request said, 64 such handshakes a rail at once.  Now those for a
+ * job it does not know share 16 MiB per rail: two are accepted, the third
+ * rejected until they go.
+ */
+static void strangers_budget(void)
+{
+	uint64_t real = job;
+	struct peer *p[3] = { 0 };
+	struct event e[3] = { 0 };
+	uint8_t req[REQ_LEN];
+	int i, held = 0;
+
+	job = real ^ 0x5a5a5a5a00000000ULL;
+	make_req(req, 1 << 20);
+	job = real;
+	for (i = 0; i < 3; i++) {
+		p[i] = peer_connect(req, sizeof(req), &e[i]);
+		held += p[i] && e[i].type == RDMA_CM_EVENT_ESTABLISHED;
+	}
+	tap_ok(held == 2 && p[2] && e[2].type == RDMA_CM_EVENT_REJECTED &&
+	       rej_reason(&e[2]) == NZ_CLOSE_RESOURCE,
+	       "strangers of an unknown job asking for 1 MiB buffers: 2 held, the 3rd rejected (%s, reason %u)",
+	       p[2] ? rdma_event_str(e[2].type) : "no connection",
+	       rej_reason(&e[2]));
+	for (i = 0; i < 3; i++)
+		if (p[i])
+			peer_free(p[i]);
 }
 
 /* Through the CM, then a HELLO the server must refuse with reason. */
@@ -319,6 +357,10 @@ int main(int argc, char **argv)
 	expect_reject("no private data", NULL, 0);
 	make_req(req, 3);
 	expect_reject("private data with a bad chunk unit", req, sizeof(req));
+	make_req(req, unit * 2);
+	expect_reject_for("this job's connect request with another chunk unit",
+			  req, sizeof(req), NZ_CLOSE_IDENTITY);
+	strangers_budget();
 	expect_close("HELLO without the job's secret", unit, NZ_CLOSE_AUTH);
 	expect_close("HELLO that contradicts the connect request", unit * 2,
 		     NZ_CLOSE_IDENTITY);
