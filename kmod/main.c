@@ -8,6 +8,7 @@
 #include "nezha.h"
 #include "rail.h"
 #include "comm.h"
+#include "transport.h"
 
 struct nz_stats nz_stats;
 struct workqueue_struct *nz_wq;
@@ -73,6 +74,7 @@ static void __exit nz_exit(void)
 	nz_netlink_exit();
 	nz_rails_exit();
 	nz_sysfs_exit();
+	nz_tcp_exit();
 	destroy_workqueue(nz_wq);
 	nz_msg_exit();
 	pr_info("nezha unloaded\n");

@@ -114,6 +114,7 @@ struct nz_transport {
 };
 
 extern const struct nz_transport nz_tcp_transport;
+void nz_tcp_exit(void);	/* sockets still leaving: transport_tcp.c */
 
 /*
  * transport.c.  register: 0, -EINVAL (bad proto or ops), -EEXIST (that

@@ -641,10 +641,78 @@ static void nz_tcp_discard_rx(struct socket *sock)
 	}
 }
 
+/*
+ * A socket that leaves the job in order: closed at once it could still
+ * lose our last frames.  Bytes the peer sends after we stopped reading
+ * (its retransmissions, chunks already on their way) draw a reset, and a
+ * reset throws away what we still had to retransmit -- the CLOSE and the
+ * last ACKs among it, when a segment of them was lost: the sender's last
+ * transfer then failed with ECONNRESET.  So only writing is shut down (a
+ * FIN after our frames); the socket goes on reading and dropping what
+ * comes, on its own timer, until the peer acknowledged all we sent or
+ * closed as well, NZ_TCP_LINGER at most.  Nobody waits for it but rmmod.
+ */
+#define NZ_TCP_LINGER		(2 * HZ)
+#define NZ_TCP_LINGER_POLL	(HZ / 100 ?: 1)
+
+struct nz_tcp_linger {
+	struct delayed_work work;
+	struct socket *sock;
+	unsigned long deadline;
+};
+
+static atomic_t nz_tcp_lingering = ATOMIC_INIT(0);
+static bool nz_tcp_exiting;
+
+static void nz_tcp_linger_work(struct work_struct *work)
+{
+	struct nz_tcp_linger *l = container_of(to_delayed_work(work),
+					       struct nz_tcp_linger, work);
+	struct sock *sk = l->sock->sk;
+
+	nz_tcp_discard_rx(l->sock);
+	if (!((1 << READ_ONCE(sk->sk_state)) &
+	      (TCPF_FIN_WAIT2 | TCPF_TIME_WAIT | TCPF_CLOSE)) &&
+	    !READ_ONCE(sk->sk_err) && !READ_ONCE(nz_tcp_exiting) &&
+	    time_before(jiffies, l->deadline)) {
+		queue_delayed_work(nz_wq, &l->work, NZ_TCP_LINGER_POLL);
+		return;
+	}
+	kernel_sock_shutdown(l->sock, SHUT_RDWR);
+	sock_release(l->sock);
+	kfree(l);
+	if (atomic_dec_and_test(&nz_tcp_lingering))
+		wake_up_var(&nz_tcp_lingering);
+}
+
+/* Hand sock to a linger; false (sock still ours) if out of memory. */
+static bool nz_tcp_linger(struct socket *sock)
+{
+	struct nz_tcp_linger *l = kzalloc(sizeof(*l), GFP_KERNEL);
+
+	if (!l)
+		return false;
+	l->sock = sock;
+	l->deadline = jiffies + NZ_TCP_LINGER;
+	INIT_DELAYED_WORK(&l->work, nz_tcp_linger_work);
+	atomic_inc(&nz_tcp_lingering);
+	kernel_sock_shutdown(sock, SHUT_WR);
+	queue_delayed_work(nz_wq, &l->work, NZ_TCP_LINGER_POLL);
+	return true;
+}
+
+/* Module exit, before the workqueue goes: end the lingers at once. */
+void nz_tcp_exit(void)
+{
+	WRITE_ONCE(nz_tcp_exiting, true);
+	wait_var_event(&nz_tcp_lingering, !atomic_read(&nz_tcp_lingering));
+}
+
 static void nz_tcp_conn_close(struct nz_conn *conn)
 {
 	struct nz_tcp_conn *tc = conn->tp;
 	struct sock *sk = tc->sock->sk;
+	bool leaving;
 
 	/* No callback queues our work after this; then no work runs. */
 	write_lock_bh(&sk->sk_callback_lock);
@@ -657,14 +725,17 @@ static void nz_tcp_conn_close(struct nz_conn *conn)
 	cancel_work_sync(&tc->tx_work);
 
 	/* Leaving the job: say so, unless a frame is half written. */
-	if (conn->state == NZ_CONN_DEAD && !tc->tx_busy) {
+	leaving = conn->state == NZ_CONN_DEAD && !tc->tx_busy;
+	if (leaving) {
 		nz_tcp_send_close_nowait(tc->sock, NZ_CLOSE_NORMAL);
 		nz_tcp_discard_rx(tc->sock);
 	}
 	if (tc->rx_in_body)
 		nz_conn_rx_data_abort(conn, &tc->rx_dest);
-	kernel_sock_shutdown(tc->sock, SHUT_RDWR);
-	sock_release(tc->sock);
+	if (!leaving || !nz_tcp_linger(tc->sock)) {
+		kernel_sock_shutdown(tc->sock, SHUT_RDWR);
+		sock_release(tc->sock);
+	}
 	nz_tcp_conn_free(tc);
 }
 

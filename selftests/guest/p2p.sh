@@ -70,6 +70,17 @@ else
 		not_ok "late ACKs on a stalled path taken" "acks_late did not move ($la0 -> $la1): the stalls caused no suspicion, or every resent copy was answered first"
 fi
 
+# A receiver that leaves over lossy rails (8% loss, 2 ms, its sends only):
+# its socket lingers -- writing shut, still reading -- until its CLOSE and
+# last ACKs are acknowledged.  Closed at once, the bytes the sender still
+# sent (resent chunks) drew a reset that threw away the CLOSE and ACKs
+# waiting for retransmission: "Connection reset by peer" by round 8.
+if [ "$NZ_NODE" = 0 ]; then
+	for ifc in $NZ_IFS; do tc qdisc replace dev "$ifc" root netem loss 8% delay 2ms; done
+fi
+MASTER_PORT=29950 run_tap leave-lossy "$NZ_BIN/guest/nz_p2p" leave 40 2097152
+[ "$NZ_NODE" != 0 ] || for ifc in $NZ_IFS; do tc qdisc del dev "$ifc" root 2>/dev/null; done
+
 # The job key (Documentation/security.rst, "The rendezvous"): vm.sh hands
 # every guest the run's key in NEZHA_JOB_KEY_FILE, and every job above
 # used it.  Without a key there is no job; a rank with another key is
