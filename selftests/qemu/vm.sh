@@ -365,6 +365,8 @@ cmdline+="${slub_debug:+ slub_debug=$slub_debug} quiet loglevel=4"
 # no ACPI IRQ routing (seconds per PCI device), no timer or TSC checks that
 # fail when the vCPU thread is starved.
 cmdline+=" mitigations=off acpi=noirq no_timer_check tsc=reliable"
+# NZ_GUEST_CMDLINE: more, from the caller (scripts/check-debug.sh).
+cmdline+="${NZ_GUEST_CMDLINE:+ $NZ_GUEST_CMDLINE}"
 # A TCG guest's TSC is the host's.  Calibrated at boot on a starved vCPU it
 # can come out badly wrong (a guest clock running 6x fast was seen), and the
 # kernel then keeps it: the refinement against the HPET is dropped when it
