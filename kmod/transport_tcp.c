@@ -1119,7 +1119,10 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 	goto out;
 
 again:
-	queue_delayed_work(nz_wq, &hs->work, hs->deadline - jiffies);
+	/* The deadline may have passed since: then at once, not in 49 days. */
+	queue_delayed_work(nz_wq, &hs->work,
+			   time_before(jiffies, hs->deadline) ?
+			   hs->deadline - jiffies : 0);
 	return;
 
 refuse:
