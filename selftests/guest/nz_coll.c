@@ -313,7 +313,8 @@ static int leave(struct nz_comm *c)
 	int ret;
 
 	ret = nz_barrier(c);
-	tap_ok(!ret, "barrier with all %d ranks", size);
+	tap_ok(!ret, "barrier with all %d ranks (%s)", size,
+	       ret ? nz_last_error() : "ok");
 	if (rank == size - 1) {
 		printf("# rank %d: leaving\n", rank);
 		fflush(stdout);
