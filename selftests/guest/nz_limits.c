@@ -340,6 +340,7 @@ static int silent_listener(void)
 /*
  * 4. NZ_IOC_COMM_DESTROY of a communicator whose peers never answer (it
  * blocked ~2 s in a dial).  We are the last rank: we dial every peer.
+ * Bound 1 s: it takes 0.05-0.2 s on TCG guests, the defect took ~2 s.
  */
 static void test_destroy_unanswered(int fd)
 {
@@ -355,15 +356,16 @@ static void test_destroy_unanswered(int fd)
 	t = now_s();
 	ret = comm_destroy(fd, id);
 	t = now_s() - t;
-	tap_ok(!ret && t < 0.5 * tscale,
+	tap_ok(!ret && t < 1.0 * tscale,
 	       "destroy while 31 dials and handshakes wait for silent peers: %.3f s (< %.1f)",
-	       t, 0.5 * tscale);
+	       t, 1.0 * tscale);
 }
 
 /*
  * 5. A process killed with communicators dialling silent peers and
- * receives posted: everything it held goes within a second (its files and
- * ~1,000 peers stayed for 40 s).
+ * receives posted: everything it held goes within 3 s (its files and
+ * ~1,000 peers stayed for 40 s).  It takes 0.5-0.7 s on an idle TCG
+ * guest; 1.1 s was seen in CI beside other work, so 1 s was too tight.
  */
 static void test_killed(void)
 {
@@ -416,9 +418,9 @@ static void test_killed(void)
 		}
 		usleep(10000);
 	}
-	tap_ok(c == 'y' && gone >= 0 && gone < 1.0 * tscale,
+	tap_ok(c == 'y' && gone >= 0 && gone < 3.0 * tscale,
 	       "killed with 4 x 63 dials and 16 receives pending: file, "
-	       "communicators and connections gone in %.3f s (< %.0f)", gone, tscale);
+	       "communicators and connections gone in %.3f s (< %.0f)", gone, 3 * tscale);
 	if (gone < 0)
 		tap_diag("after 5 s: open_files %lld (was %lld), comms %lld (was %lld), "
 			 "inflight %lld, rail conns %lld (was %lld)",
@@ -473,7 +475,7 @@ static void test_create_destroy_race(void)
 
 /*
  * 7. rail del while strangers hold server handshakes open (it slept in
- * nz_tcp_rail_stop for seconds).
+ * nz_tcp_rail_stop for more than 2.5 s).  Bound 1.5 s: 0.3-0.55 s seen.
  */
 static void test_rail_del(void)
 {
@@ -494,8 +496,8 @@ static void test_rail_del(void)
 	t = now_s();
 	ret = system(cmd);
 	t = now_s() - t;
-	tap_ok(n == 32 && ret == 0 && t < 1.0 * tscale,
-	       "rail del with 32 silent handshakes in progress: %.3f s (< %.0f)", t, tscale);
+	tap_ok(n == 32 && ret == 0 && t < 1.5 * tscale,
+	       "rail del with 32 silent handshakes in progress: %.3f s (< %.1f)", t, 1.5 * tscale);
 	for (i = 0; i < 32; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
