@@ -18,6 +18,8 @@
 #include <linux/io_uring.h>
 #include <linux/nospec.h>
 #include <linux/sched/mm.h>
+#include <linux/nsproxy.h>
+#include <net/net_namespace.h>
 #include "nezha.h"
 #include "rail.h"
 #include "comm.h"
@@ -343,6 +345,9 @@ static int nz_open(struct inode *inode, struct file *file)
 		kfree(f);
 		return -ENOMEM;
 	}
+	/* Like a socket's: the namespace its rails and addresses are in. */
+	f->uid = file->f_cred->euid;
+	f->net = get_net(current->nsproxy->net_ns);
 	spin_lock_init(&f->lock);
 	INIT_LIST_HEAD(&f->pending);
 	mutex_init(&f->comm_lock);
@@ -375,6 +380,7 @@ static int nz_release(struct inode *inode, struct file *file)
 		return 0;
 	}
 	nz_user_put(f->user);
+	put_net(f->net);
 	kfree(f);
 	atomic_dec(&nz_stats.open_files);
 	return 0;

@@ -8,7 +8,9 @@
 #include <linux/error-injection.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <crypto/algapi.h>
 #include <crypto/hash.h>
+#include <net/net_namespace.h>
 #include "comm.h"
 #include "transport.h"
 
@@ -52,20 +54,73 @@ void nz_comm_put(struct nz_comm *comm)
 	kref_put(&comm->ref, nz_comm_release);
 }
 
-struct nz_comm *nz_comm_find_job(u64 job_id, u32 rank)
+/*
+ * The communicator a HELLO that came on rail is for.  Several may carry
+ * its job id and rank -- one per local user (nz_comm_publish()), so that
+ * nobody can squat another user's slot -- and the one whose key made the
+ * HELLO's MAC is it.  NULL if none: *reason is NZ_CLOSE_IDENTITY if no
+ * communicator of that job, rank and shape is here (yet), NZ_CLOSE_AUTH
+ * if one is but none of them has the key.
+ */
+struct nz_comm *nz_comm_find_hello(struct nz_rail *rail,
+				   const struct nz_frame_hello *h,
+				   const u8 *nonce_s, struct nz_conn **connp,
+				   u32 *reason)
 {
+	u8 in[NZ_WIRE_HELLO_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
 	struct nz_comm *comm, *found = NULL;
+	struct nz_conn *conn;
+
+	*reason = NZ_CLOSE_IDENTITY;
+	nz_wire_hello_mac_input(h, nonce_s, in);
+	mutex_lock(&nz_comms_lock);
+	list_for_each_entry(comm, &nz_comms, node) {
+		if (comm->job_id != h->job_id || comm->rank != h->dst_rank)
+			continue;
+		conn = nz_comm_conn(comm, h->src_rank, h->rail);
+		if (!conn || h->nrails != comm->nrails ||
+		    h->unit != comm->unit || comm->rails[h->rail] != rail ||
+		    conn->client)
+			continue;
+		*reason = NZ_CLOSE_AUTH;
+		if (nz_comm_mac(comm, in, sizeof(in), mac) ||
+		    crypto_memneq(mac, h->mac, sizeof(mac)))
+			continue;
+		kref_get(&comm->ref);
+		*connp = conn;
+		found = comm;
+		break;
+	}
+	mutex_unlock(&nz_comms_lock);
+	memzero_explicit(mac, sizeof(mac));
+	return found;
+}
+
+/*
+ * Before any key is checked (RDMA sizes its buffers by it): 1 if a
+ * communicator of job and rank here serves rail at slot with this unit
+ * and number of rails, 0 if there is none of that job and rank (yet), -1
+ * if there are only ones of another shape.
+ */
+int nz_comm_job_fits(u64 job_id, u32 rank, struct nz_rail *rail, u32 slot,
+		     u32 unit, u32 nrails)
+{
+	struct nz_comm *comm;
+	int ret = 0;
 
 	mutex_lock(&nz_comms_lock);
 	list_for_each_entry(comm, &nz_comms, node) {
-		if (comm->job_id == job_id && comm->rank == rank) {
-			kref_get(&comm->ref);
-			found = comm;
+		if (comm->job_id != job_id || comm->rank != rank)
+			continue;
+		if (comm->unit == unit && comm->nrails == nrails &&
+		    slot < comm->nrails && comm->rails[slot] == rail) {
+			ret = 1;
 			break;
 		}
+		ret = -1;
 	}
 	mutex_unlock(&nz_comms_lock);
-	return found;
+	return ret;
 }
 
 struct nz_comm *nz_file_comm_get(struct nz_file *f, u32 id)
@@ -409,14 +464,21 @@ static int nz_comm_check_create(const struct nz_comm_create *cc)
 	return 0;
 }
 
+/*
+ * The rails named, each of the opener's network namespace: a rail of
+ * another one is not there for it (its addresses would be dialled from a
+ * namespace the caller has no part in).
+ */
 static int nz_comm_get_rails(struct nz_comm *comm,
-			     const struct nz_comm_create *cc)
+			     const struct nz_comm_create *cc, struct net *net)
 {
 	u32 s, t;
 
 	for (s = 0; s < comm->nrails; s++) {
 		comm->rails[s] = nz_rail_get(cc->rails[s]);
 		if (!comm->rails[s])
+			return -ENODEV;
+		if (!net_eq(comm->rails[s]->net, net))
 			return -ENODEV;
 		for (t = 0; t < s; t++)
 			if (comm->rails[t] == comm->rails[s])
@@ -475,8 +537,11 @@ static int nz_comm_alloc_peers(struct nz_comm *comm)
 	return 0;
 }
 
-static struct nz_comm *nz_comm_new(const struct nz_comm_create *cc)
+static struct nz_comm *nz_comm_new(struct nz_file *f,
+				   const struct nz_comm_create *cc)
 {
+	static atomic64_t serial = ATOMIC64_INIT(0);
+
 	struct nz_comm *comm;
 	int ret;
 
@@ -490,6 +555,8 @@ static struct nz_comm *nz_comm_new(const struct nz_comm_create *cc)
 	init_waitqueue_head(&comm->waitq);
 	nz_health_comm_init(comm);
 	comm->job_id = cc->job_id;
+	comm->owner = f->uid;
+	comm->serial = atomic64_inc_return(&serial);
 	memcpy(comm->secret, cc->secret, sizeof(comm->secret));
 	comm->rank = cc->rank;
 	comm->size = cc->size;
@@ -500,7 +567,7 @@ static struct nz_comm *nz_comm_new(const struct nz_comm_create *cc)
 	comm->lim.max_msg = NZ_MAX_MSG;
 	comm->lim.max_payload = comm->unit;
 
-	ret = nz_comm_get_rails(comm, cc);
+	ret = nz_comm_get_rails(comm, cc, f->net);
 	if (ret)
 		goto out_put;
 	ret = nz_comm_get_addrs(comm, cc->addrs);
@@ -531,10 +598,18 @@ static int nz_comm_publish(struct nz_comm *comm)
 	struct nz_comm *other;
 	u32 r, s;
 
+	/*
+	 * A (job, rank) slot is taken per user, not for the whole host:
+	 * another user naming our job id gets a communicator of its own,
+	 * which its key, not ours, authenticates (nz_comm_find_hello()).
+	 */
 	mutex_lock(&nz_comms_lock);
 	list_for_each_entry(other, &nz_comms, node) {
 		if (other->job_id == comm->job_id &&
-		    other->rank == comm->rank) {
+		    other->rank == comm->rank &&
+		    (uid_eq(other->owner, comm->owner) ||
+		     !crypto_memneq(other->secret, comm->secret,
+				    sizeof(comm->secret)))) {
 			mutex_unlock(&nz_comms_lock);
 			return -EEXIST;
 		}
@@ -631,7 +706,7 @@ int nz_comm_ioctl_create(struct nz_file *f, void __user *arg)
 		memzero_explicit(cc.secret, sizeof(cc.secret));
 		return ret;
 	}
-	comm = nz_comm_new(&cc);
+	comm = nz_comm_new(f, &cc);
 	memzero_explicit(cc.secret, sizeof(cc.secret));
 	if (IS_ERR(comm)) {
 		nz_user_uncharge_comm(f->user);
@@ -652,6 +727,9 @@ int nz_comm_ioctl_create(struct nz_file *f, void __user *arg)
 	if (!ret)
 		ret = put_user(comm->id,
 			       &((struct nz_comm_create __user *)arg)->comm_id);
+	if (!ret)
+		ret = put_user(comm->serial,
+			       &((struct nz_comm_create __user *)arg)->serial);
 	if (ret) {
 		nz_comm_destroy(comm);
 		nz_comm_put(comm);

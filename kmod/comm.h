@@ -251,6 +251,8 @@ struct nz_comm {
 	struct nz_file *file;
 	u32 id;
 	u64 job_id;
+	u64 serial;			/* host-wide, for sysfs: not the job id */
+	kuid_t owner;			/* the creator's euid */
 	u8 secret[NZ_SECRET_LEN];
 	struct crypto_shash *hmac;
 	u32 rank, size, nrails, unit, timeout_ms;
@@ -295,7 +297,12 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 		const struct nz_sqe *sqe, unsigned int issue_flags);
 int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 		const struct nz_sqe *sqe, unsigned int issue_flags);
-struct nz_comm *nz_comm_find_job(u64 job_id, u32 rank);	/* referenced */
+struct nz_comm *nz_comm_find_hello(struct nz_rail *rail,
+				   const struct nz_frame_hello *h,
+				   const u8 *nonce_s, struct nz_conn **connp,
+				   u32 *reason);		/* referenced */
+int nz_comm_job_fits(u64 job_id, u32 rank, struct nz_rail *rail, u32 slot,
+		     u32 unit, u32 nrails);
 void nz_comm_put(struct nz_comm *comm);
 int nz_comm_mac(struct nz_comm *comm, const u8 *in, unsigned int len,
 		u8 *out);

@@ -511,8 +511,21 @@ static int nz_nl_health_set(struct sk_buff *skb, struct genl_info *info)
 	return ret;
 }
 
+/*
+ * Events name jobs: only an administrator may listen.  Kernels without
+ * GENL_MCAST_CAP_NET_ADMIN (older than 6.6 and its stable backports)
+ * leave the group open; there the events carry no job id.
+ */
+#ifdef GENL_MCAST_CAP_NET_ADMIN
+#define NZ_EVENTS_ADMIN_ONLY	true
+#define NZ_EVENTS_GRP_FLAGS	GENL_MCAST_CAP_NET_ADMIN
+#else
+#define NZ_EVENTS_ADMIN_ONLY	false
+#define NZ_EVENTS_GRP_FLAGS	0
+#endif
+
 static const struct genl_multicast_group nz_genl_mcgrps[] = {
-	{ .name = NZ_GENL_MCGRP_EVENTS },
+	{ .name = NZ_GENL_MCGRP_EVENTS, .flags = NZ_EVENTS_GRP_FLAGS },
 };
 
 /* Announce a path event to NZ_GENL_MCGRP_EVENTS listeners, best effort. */
@@ -528,7 +541,8 @@ void nz_netlink_event(const struct nz_event *ev)
 	if (!hdr ||
 	    nla_put_u32(msg, NZ_A_EV_TYPE, ev->type) ||
 	    nla_put_string(msg, NZ_A_RAIL_NAME, ev->rail->name) ||
-	    nla_put_u64_64bit(msg, NZ_A_EV_JOB, ev->job, NZ_A_PAD) ||
+	    (NZ_EVENTS_ADMIN_ONLY &&
+	     nla_put_u64_64bit(msg, NZ_A_EV_JOB, ev->job, NZ_A_PAD)) ||
 	    nla_put_u32(msg, NZ_A_EV_RANK, ev->rank) ||
 	    nla_put_u32(msg, NZ_A_EV_PEER, ev->peer) ||
 	    nla_put_u32(msg, NZ_A_EV_ERROR, -ev->err) ||

@@ -19,6 +19,7 @@
 
 struct io_uring_cmd;
 struct nz_user;
+struct net;
 
 /* Module-wide statistics, exported one value per file in sysfs. */
 struct nz_stats {
@@ -47,6 +48,8 @@ struct nz_file {
 	struct list_head comms;		/* struct nz_comm of this file */
 	u32 next_comm_id;
 	struct nz_user *user;		/* the opener: limits.c */
+	kuid_t uid;			/* the opener's euid */
+	struct net *net;		/* the opener's network namespace (held) */
 };
 
 /*

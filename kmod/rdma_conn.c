@@ -181,40 +181,22 @@ static bool nz_rdma_hello_matches(const struct nz_rdma_cm_req *req,
 	       be32_to_cpu(req->unit) == h->unit;
 }
 
-/* Check a HELLO against the communicator it names; 0 or a close reason. */
-static u32 nz_rdma_check_hello(struct nz_comm *comm, struct nz_rail *rail,
-			       const struct nz_frame_hello *h,
-			       const u8 *nonce_s, struct nz_conn **connp)
-{
-	u8 in[NZ_WIRE_HELLO_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
-	struct nz_conn *conn;
-
-	conn = nz_comm_conn(comm, h->src_rank, h->rail);
-	if (!conn || h->nrails != comm->nrails || h->unit != comm->unit ||
-	    comm->rails[h->rail] != rail || conn->client)
-		return NZ_CLOSE_IDENTITY;
-	nz_wire_hello_mac_input(h, nonce_s, in);
-	if (nz_comm_mac(comm, in, sizeof(in), mac) ||
-	    crypto_memneq(mac, h->mac, sizeof(mac)))
-		return NZ_CLOSE_AUTH;
-	*connp = conn;
-	return 0;
-}
-
 /*
  * The ranks of a job create their communicators at about the same time: a
  * client may knock before ours exists.  Give it NZ_RDMA_COMM_GRACE_MS.
  */
 static struct nz_comm *nz_rdma_wait_comm(struct nz_rdma_conn *rc,
-					 const struct nz_frame_hello *h)
+					 const struct nz_frame_hello *h,
+					 struct nz_conn **connp, u32 *reason)
 {
+	struct nz_rail *rail = rc->rr->rail;
 	struct nz_comm *comm;
 	int waited;
 
 	for (waited = 0; ; waited += 20) {
-		comm = nz_comm_find_job(h->job_id, h->dst_rank);
-		if (comm || waited >= NZ_RDMA_COMM_GRACE_MS ||
-		    READ_ONCE(rc->closing))
+		comm = nz_comm_find_hello(rail, h, rc->nonce_s, connp, reason);
+		if (comm || *reason != NZ_CLOSE_IDENTITY ||
+		    waited >= NZ_RDMA_COMM_GRACE_MS || READ_ONCE(rc->closing))
 			return comm;
 		msleep(20);
 	}
@@ -239,11 +221,8 @@ int nz_rdma_server_hello(struct nz_rdma_conn *rc,
 	if (!nz_rdma_hello_matches(&rc->req, h) ||
 	    READ_ONCE(rail->dead) || READ_ONCE(rail->admin_down))
 		goto refuse;
-	comm = nz_rdma_wait_comm(rc, h);
+	comm = nz_rdma_wait_comm(rc, h, &conn, &reason);
 	if (!comm)
-		goto refuse;
-	reason = nz_rdma_check_hello(comm, rail, h, rc->nonce_s, &conn);
-	if (reason)
 		goto refuse;
 
 	nz_frame_init(&w, NZ_FRAME_WELCOME);
@@ -650,24 +629,16 @@ static void nz_rdma_reject(struct rdma_cm_id *id, u32 reason)
 /*
  * Whether the REQ names a communicator of this host on this rail: 1 if it
  * does, with the same unit and rails; 0 if there is none (yet); -1 if it
- * names one with another shape.  Before any key is checked: it only
+ * names only ones of another shape.  Before any key is checked: it only
  * decides how much memory a request may take (nz_rdma_cm_request()).
  */
 static int nz_rdma_req_job(struct nz_rail *rail,
 			   const struct nz_rdma_cm_req *req)
 {
-	struct nz_comm *comm = nz_comm_find_job(be64_to_cpu(req->job_id),
-						be32_to_cpu(req->dst_rank));
-	u16 slot = be16_to_cpu(req->rail);
-	int ret;
-
-	if (!comm)
-		return 0;
-	ret = comm->unit == be32_to_cpu(req->unit) &&
-	      comm->nrails == be16_to_cpu(req->nrails) &&
-	      slot < comm->nrails && comm->rails[slot] == rail ? 1 : -1;
-	nz_comm_put(comm);
-	return ret;
+	return nz_comm_job_fits(be64_to_cpu(req->job_id),
+				be32_to_cpu(req->dst_rank), rail,
+				be16_to_cpu(req->rail), be32_to_cpu(req->unit),
+				be16_to_cpu(req->nrails));
 }
 
 /*

@@ -257,8 +257,11 @@ void nz_sysfs_exit(void)
 /*
  * Per (peer, rail) statistics: one directory per connection of a
  * communicator, under its rail's directory, named
- * peer-<job id>-<local rank>-<peer rank>.  The directory lives as long as
- * the connection object (the communicator), whatever its socket does.
+ * peer-<communicator serial>-<local rank>-<peer rank>.  Not the job id:
+ * every user can list these names, and a job id is for its owner (the
+ * serial comes back from NZ_IOC_COMM_CREATE) and root (file "job", 0400).
+ * The directory lives as long as the connection object (the
+ * communicator), whatever its socket does.
  */
 struct nz_conn_kobj {
 	struct kobject kobj;
@@ -403,7 +406,18 @@ NZ_CONN_ATTR_EST(start_us, NZ_EST_START);
 NZ_CONN_ATTR_EST(window_bytes, NZ_EST_WINDOW);
 NZ_CONN_ATTR_EST(sched_transitions, NZ_EST_TRANSITIONS);
 
+/* The job id: root's alone (see above). */
+static ssize_t nz_conn_job_show(struct kobject *k, struct kobj_attribute *a,
+				char *buf)
+{
+	return sysfs_emit(buf, "%016llx\n", to_nz_conn(k)->peer->comm->job_id);
+}
+
+static struct kobj_attribute nz_conn_attr_job = __ATTR(job, 0400,
+	nz_conn_job_show, NULL);
+
 static struct attribute *nz_conn_attrs[] = {
+	&nz_conn_attr_job.attr,
 	&nz_conn_attr_bytes_tx.attr,
 	&nz_conn_attr_bytes_rx.attr,
 	&nz_conn_attr_chunks_tx.attr,
@@ -449,7 +463,7 @@ int nz_sysfs_conn_add(struct nz_conn *conn)
 	ck->conn = conn;
 	ret = kobject_init_and_add(&ck->kobj, &nz_conn_ktype,
 				   &conn->rail->sysdev->kobj,
-				   "peer-%016llx-%u-%u", comm->job_id,
+				   "peer-%016llx-%u-%u", comm->serial,
 				   comm->rank, conn->peer->rank);
 	if (ret) {
 		kobject_put(&ck->kobj);

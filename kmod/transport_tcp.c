@@ -894,26 +894,6 @@ static void nz_tcp_dial_abort(void *dial)
 
 /* ---- server side --------------------------------------------------------------- */
 
-/* Check a HELLO against the communicator it names; 0 or a close reason. */
-static u32 nz_tcp_check_hello(struct nz_comm *comm, struct nz_rail *rail,
-			      const struct nz_frame_hello *h,
-			      const u8 *nonce_s, struct nz_conn **connp)
-{
-	u8 in[NZ_WIRE_HELLO_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
-	struct nz_conn *conn;
-
-	conn = nz_comm_conn(comm, h->src_rank, h->rail);
-	if (!conn || h->nrails != comm->nrails || h->unit != comm->unit ||
-	    comm->rails[h->rail] != rail || conn->client)
-		return NZ_CLOSE_IDENTITY;
-	nz_wire_hello_mac_input(h, nonce_s, in);
-	if (nz_comm_mac(comm, in, sizeof(in), mac) ||
-	    crypto_memneq(mac, h->mac, sizeof(mac)))
-		return NZ_CLOSE_AUTH;
-	*connp = conn;
-	return 0;
-}
-
 /*
  * The ranks of a job create their communicators at about the same time; a
  * client may knock before ours exists.  Give it NZ_TCP_COMM_GRACE_MS.
@@ -1083,18 +1063,16 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 	ret = 0;
 	if (READ_ONCE(rail->dead) || READ_ONCE(rail->admin_down))
 		goto refuse;
-	comm = nz_comm_find_job(h->job_id, h->dst_rank);
+	comm = nz_comm_find_hello(rail, h, hs->nonce_s, &conn, &reason);
 	if (!comm) {
-		if (time_before(jiffies, hs->deadline)) {
+		if (reason == NZ_CLOSE_IDENTITY &&
+		    time_before(jiffies, hs->deadline)) {
 			queue_delayed_work(nz_wq, &hs->work,
 					   msecs_to_jiffies(20));
 			return;
 		}
 		goto refuse;
 	}
-	reason = nz_tcp_check_hello(comm, rail, h, hs->nonce_s, &conn);
-	if (reason)
-		goto refuse;
 	mutex_lock(&tr->hs_lock);
 	hs->authed = !hs->stop;
 	mutex_unlock(&tr->hs_lock);

@@ -467,9 +467,9 @@ static void nzctl_json_value(const char *key, const char *v)
  */
 static void nzctl_rail_show_peers(const char *rail)
 {
-	char dir[512], v[NZCTL_PEER_FILES][64], job_hex[24];
+	char dir[512], v[NZCTL_PEER_FILES][64], hex[24];
 	unsigned int job_rank, peer;
-	unsigned long long job;
+	unsigned long long serial;
 	struct dirent *de;
 	size_t i;
 	DIR *d;
@@ -479,7 +479,7 @@ static void nzctl_rail_show_peers(const char *rail)
 		nzj_arr_open(&nzctl.j, "peers");
 	d = opendir(dir);
 	while (d && (de = readdir(d))) {
-		if (sscanf(de->d_name, "peer-%llx-%u-%u", &job, &job_rank,
+		if (sscanf(de->d_name, "peer-%llx-%u-%u", &serial, &job_rank,
 			   &peer) != 3)
 			continue;
 		snprintf(dir, sizeof(dir), "%s/rail-%s/%s", nzctl.sysfs, rail,
@@ -487,9 +487,9 @@ static void nzctl_rail_show_peers(const char *rail)
 		for (i = 0; i < NZCTL_PEER_FILES; i++)
 			nzctl_sysfs_read(dir, nzctl_peer_files[i], v[i], sizeof(v[i]));
 		if (nzctl.json) {
-			snprintf(job_hex, sizeof(job_hex), "%016llx", job);
+			snprintf(hex, sizeof(hex), "%016llx", serial);
 			nzj_obj_open(&nzctl.j, NULL);
-			nzj_str(&nzctl.j, "job", job_hex);
+			nzj_str(&nzctl.j, "comm", hex);
 			nzj_u64(&nzctl.j, "rank", job_rank);
 			nzj_u64(&nzctl.j, "peer", peer);
 			for (i = 0; i < NZCTL_PEER_FILES; i++)
@@ -497,9 +497,9 @@ static void nzctl_rail_show_peers(const char *rail)
 			nzj_obj_close(&nzctl.j);
 			continue;
 		}
-		printf("    peer %u job %016llx (rank %u): %s bw %.2f MB/s rtt %.1f ms"
+		printf("    peer %u comm %016llx (rank %u): %s bw %.2f MB/s rtt %.1f ms"
 		       " (min %.1f) start %.1f ms window %s inflight %s\n",
-		       peer, job, job_rank, v[0], strtod(v[1], NULL) / 1e6,
+		       peer, serial, job_rank, v[0], strtod(v[1], NULL) / 1e6,
 		       strtod(v[2], NULL) / 1e3, strtod(v[3], NULL) / 1e3,
 		       strtod(v[4], NULL) / 1e3, v[5], v[6]);
 	}

@@ -98,16 +98,16 @@ static int nzctl_stats_collect(struct nzst_all *all, const char *only)
 		pd = opendir(dir);
 		while (pd && (pe = readdir(pd)) && r->npeers < NZST_MAX_PEERS) {
 			struct nzst_peer *p = &r->peers[r->npeers];
-			unsigned long long job;
+			unsigned long long serial;
 			char pdir[1024];
 
-			if (sscanf(pe->d_name, "peer-%llx-%u-%u", &job, &p->rank,
+			if (sscanf(pe->d_name, "peer-%llx-%u-%u", &serial, &p->rank,
 				   &p->peer) != 3)
 				continue;
 			if (snprintf(p->dirname, sizeof(p->dirname), "%s", pe->d_name) >=
 			    (int)sizeof(p->dirname))
 				continue;
-			snprintf(p->job, sizeof(p->job), "%016llx", job);
+			snprintf(p->comm, sizeof(p->comm), "%016llx", serial);
 			snprintf(pdir, sizeof(pdir), "%s/%s", dir, pe->d_name);
 			nzctl_stats_load(pdir, nzst_peer_files, &p->vals);
 			r->npeers++;

@@ -8,7 +8,8 @@
  * nezha_, nezha_rail_ or nezha_peer_; counters end in _total; times are in
  * seconds and rates in bytes per second; what is not a number (a rail's
  * protocol, a connection's state) is a label of an _info metric of value
- * 1.  Labels: rail, and for connections job, rank and peer.
+ * 1.  Labels: rail, and for connections comm (the communicator's serial,
+ *     not its job id), rank and peer.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -150,7 +151,7 @@ static void nzst_text(FILE *f, const struct nzst_all *all)
 		for (int p = 0; p < rail->npeers; p++) {
 			const struct nzst_peer *peer = &rail->peers[p];
 
-			fprintf(f, "    peer %u job %s (rank %u):", peer->peer, peer->job,
+			fprintf(f, "    peer %u comm %s (rank %u):", peer->peer, peer->comm,
 				peer->rank);
 			nzst_text_values(f, &peer->vals, -1);
 			fputc('\n', f);
@@ -206,7 +207,7 @@ static void nzst_json(FILE *f, const struct nzst_all *all, int pretty)
 			const struct nzst_peer *peer = &rail->peers[p];
 
 			nzj_obj_open(&j, NULL);
-			nzj_str(&j, "job", peer->job);
+			nzj_str(&j, "comm", peer->comm);
 			nzj_u64(&j, "rank", peer->rank);
 			nzj_u64(&j, "peer", peer->peer);
 			nzst_json_values(&j, "stats", &peer->vals);
@@ -236,9 +237,9 @@ static void nzst_label_value(FILE *f, const char *v)
 	fputc('"', f);
 }
 
-/* Labels of one sample: the object's (rail, job...), then its _info ones. */
+/* Labels of one sample: the object's (rail, comm...), then its _info ones. */
 struct nzst_obj {
-	const char *rail, *job;
+	const char *rail, *comm;
 	unsigned int rank, peer;
 	int is_peer;
 };
@@ -254,7 +255,7 @@ static void nzst_labels(FILE *f, const struct nzst_obj *o, const struct nzst_val
 		n++;
 	}
 	if (o->is_peer)
-		fprintf(f, ",job=\"%s\",rank=\"%u\",peer=\"%u\"", o->job, o->rank, o->peer);
+		fprintf(f, ",comm=\"%s\",rank=\"%u\",peer=\"%u\"", o->comm, o->rank, o->peer);
 	for (int i = 0; info && i < info->n; i++) {
 		if (info->m[i]->kind != NZST_LABEL)
 			continue;
@@ -403,7 +404,7 @@ static void nzst_prometheus(FILE *f, const struct nzst_all *all)
 		for (int p = 0; p < all->rails[r].npeers; p++, k++) {
 			const struct nzst_peer *peer = &all->rails[r].peers[p];
 
-			pobj[k] = (struct nzst_obj){ all->rails[r].name, peer->job, peer->rank,
+			pobj[k] = (struct nzst_obj){ all->rails[r].name, peer->comm, peer->rank,
 						     peer->peer, 1 };
 			pv[k] = &peer->vals;
 		}

@@ -38,7 +38,7 @@ struct nzst_values {
 
 struct nzst_peer {
 	char dirname[96];
-	char job[24];
+	char comm[24];		/* the communicator's serial, not its job */
 	unsigned int rank, peer;
 	struct nzst_values vals;
 };

@@ -1480,7 +1480,7 @@ static void gen_ioctl(struct rng *r, uint64_t index)
 			case 2: tmp.nrails = (uint32_t)edge64(r) % 12; break;
 			case 3: tmp.unit = (uint32_t)edge64(r); break;
 			case 4: tmp.timeout_ms = MAX_TMO + below(r, 3) - 1; break;
-			case 5: tmp.rsvd[below(r, 4)] = rnd(r) | 1; break;
+			case 5: tmp.rsvd[below(r, 3)] = rnd(r) | 1; break;
 			case 6: memset(tmp.rails[below(r, NZ_MAX_RAILS)], 'a' + below(r, 26),
 				       below(r, 2) ? NZ_RAIL_NAME_LEN : 1 + below(r, 15));
 				break;

@@ -6,7 +6,7 @@
  *   nz_limits RAIL ADDR PORT CTL [TEST...]
  *
  * TEST names the cases to run (create, lengths, memlock, destroy, killed,
- * race, raildel, quotas; default all), to replay one against an older
+ * race, raildel, quotas, isolation; default all), to replay one against an older
  * module.
  * RAIL is a TCP rail on the local address ADDR listening on PORT; CTL is
  * nezhactl.  Unreachable peers are addresses of the rail's /24 that no
@@ -20,6 +20,7 @@
 #include <grp.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -607,6 +608,237 @@ out:
 	nz_queue_close(q2);
 }
 
+/*
+ * 9. Jobs of other users (issue 20, defect 4).  A communicator of size 2
+ * whose ranks are both here, on the rail's own address; key is the byte
+ * its secret is made of.  *serial gets its sysfs number.
+ */
+static int comm_local(int fd, uint64_t job, uint32_t rank, uint8_t key,
+		      uint64_t *serial)
+{
+	struct nz_comm_create cc = { 0 };
+	struct nz_comm_addr a[2] = { 0 };
+	int r;
+
+	for (r = 0; r < 2; r++) {
+		a[r].addr = rail_addr.s_addr;
+		a[r].port = htons(rail_port);
+	}
+	cc.job_id = job;
+	memset(cc.secret, key, sizeof(cc.secret));
+	cc.rank = rank;
+	cc.size = 2;
+	cc.nrails = 1;
+	cc.timeout_ms = 10000;
+	snprintf(cc.rails[0], sizeof(cc.rails[0]), "%s", rail);
+	cc.addrs = (uintptr_t)a;
+	if (ioctl(fd, NZ_IOC_COMM_CREATE, &cc))
+		return -errno;
+	if (serial)
+		*serial = cc.serial;
+	return (int)cc.comm_id;
+}
+
+static int comm_wait(int fd, int id, uint32_t ms)
+{
+	struct nz_comm_wait w = { .comm_id = (uint32_t)id, .timeout_ms = ms };
+
+	return ioctl(fd, NZ_IOC_COMM_WAIT, &w) ? -errno : 0;
+}
+
+static int drop_to_nobody(void)
+{
+	return setgroups(0, NULL) || setresgid(65534, 65534, 65534) ||
+	       setresuid(65534, 65534, 65534) ? -1 : 0;
+}
+
+#define ISO_JOB		0x150150150ULL	/* root's running job */
+#define SQUAT_JOB	0x5a5a0001ULL	/* the job somebody squats */
+
+/*
+ * What user nobody learns while root's job ISO_JOB runs: the names under
+ * the rail (every user can list them) must not carry the job id, its
+ * "job" file is root's, and the event group is refused.  Exit status:
+ * the number of leaks.
+ */
+static int peek_child(void)
+{
+	char pat[256], hex[32], *argv[] = { (char *)ctl, "monitor", NULL };
+	int bad = 0, status = -1;
+	size_t i;
+	glob_t g;
+	pid_t pid;
+	FILE *f;
+
+	if (drop_to_nobody())
+		return 100;
+	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)ISO_JOB);
+	snprintf(pat, sizeof(pat), "/sys/class/nezha/rail-%s/peer-*", rail);
+	if (glob(pat, 0, NULL, &g) || g.gl_pathc != 2) {
+		printf("# %zu connection directories for 2 (%s)\n", g.gl_pathc, pat);
+		bad++;
+	}
+	for (i = 0; i < g.gl_pathc; i++) {
+		char path[512];
+
+		if (strstr(g.gl_pathv[i], hex)) {
+			printf("# the job id is in a name any user lists: %s\n",
+			       g.gl_pathv[i]);
+			bad++;
+		}
+		snprintf(path, sizeof(path), "%s/job", g.gl_pathv[i]);
+		f = fopen(path, "r");
+		if (f || errno != EACCES) {
+			printf("# %s: %s for user nobody (want EACCES)\n", path,
+			       f ? "readable" : strerror(errno));
+			bad++;
+		}
+		if (f)
+			fclose(f);
+	}
+	globfree(&g);
+	/* nezhactl monitor must fail (EPERM joining the group), not listen. */
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		alarm(3);
+		execv(ctl, argv);
+		_exit(127);
+	}
+	waitpid(pid, &status, 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 1) {
+		printf("# nezhactl monitor as user nobody: %s %d (want exit 1)\n",
+		       WIFEXITED(status) ? "exit" : "signal",
+		       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+		bad++;
+	}
+	return bad;
+}
+
+/* User nobody takes both slots of SQUAT_JOB first, with its own key. */
+static int squat_child(int wfd)
+{
+	int fd, r0, r1;
+	char c;
+
+	if (drop_to_nobody())
+		return 100;
+	fd = open("/dev/nezha", O_RDWR);
+	if (fd < 0)
+		return 101;
+	r0 = comm_local(fd, SQUAT_JOB, 0, 0x66, NULL);
+	r1 = comm_local(fd, SQUAT_JOB, 1, 0x66, NULL);
+	c = r0 > 0 && r1 > 0 ? 'y' : 'n';
+	if (c != 'y')
+		printf("# squatter's creates: %d %d\n", r0, r1);
+	if (write(wfd, &c, 1) != 1)
+		return 102;
+	pause();
+	return 0;
+}
+
+static void test_isolation(void)
+{
+	static char tx[65536], rx[65536];
+	struct nz_queue *q = qopen();
+	int fd = q ? nz_queue_fd(q) : -1, pfd[2], status = -1, a, b, ret, n;
+	uint64_t sa = 0, sb = 0;
+	struct stat st;
+	pid_t pid;
+	char c = 0;
+
+	if (!q || stat("/dev/nezha", &st)) {
+		tap_ok(0, "isolation: set-up");
+		goto out;
+	}
+	/* Root's job, and what another user sees of it. */
+	a = comm_local(fd, ISO_JOB, 0, 0x42, &sa);
+	b = comm_local(fd, ISO_JOB, 1, 0x42, &sb);
+	tap_ok(a > 0 && b > 0 && !comm_wait(fd, a, 5000) && sa && sb && sa != sb,
+	       "a 2-rank job of root's on the rail is up (serials %llu, %llu)",
+	       (unsigned long long)sa, (unsigned long long)sb);
+	pid = fork();
+	if (pid == 0)
+		_exit(peek_child());
+	waitpid(pid, &status, 0);
+	tap_ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	       "user nobody: no job id in the rail's directory names, its job file "
+	       "unreadable, the event group refused (%d leaks)",
+	       WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	comm_destroy(fd, a);
+	comm_destroy(fd, b);
+
+	/* Another user squats both slots of a job before its ranks start. */
+	chmod("/dev/nezha", 0666);
+	if (pipe(pfd)) {
+		tap_ok(0, "pipe");
+		goto out_mode;
+	}
+	pid = fork();
+	if (pid == 0) {
+		close(pfd[0]);
+		_exit(squat_child(pfd[1]));
+	}
+	close(pfd[1]);
+	if (read(pfd[0], &c, 1) != 1)
+		c = 0;
+	close(pfd[0]);
+	a = comm_local(fd, SQUAT_JOB, 0, 0x42, NULL);
+	b = comm_local(fd, SQUAT_JOB, 1, 0x42, NULL);
+	ret = a > 0 && b > 0 ? comm_wait(fd, b, 5000) : -1;
+	tap_ok(c == 'y' && a > 0 && b > 0 && !ret,
+	       "user nobody squats ranks 0 and 1 of a job first: the job's own ranks "
+	       "are still created (%d, %d) and connect (%d)", a, b, ret);
+	n = 0;
+	if (!ret) {
+		memset(tx, 0x5e, sizeof(tx));
+		memset(rx, 0, sizeof(rx));
+		ret = xfer(q, NZ_CMD_RECV, a, 1, rx, sizeof(rx), -1);
+		if (!ret)
+			ret = xfer(q, NZ_CMD_SEND, b, 0, tx, sizeof(tx), -1);
+		for (n = 0; !ret && n < 2; n++) {
+			struct nz_cqe cqe;
+
+			ret = nz_queue_wait(q, &cqe, 10000);
+			ret = ret ? ret : cqe.res < 0 ? cqe.res : 0;
+		}
+	}
+	tap_ok(n == 2 && !ret && !memcmp(tx, rx, sizeof(rx)),
+	       "and their 64 KiB message arrives intact (%d)", ret);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	if (a > 0)
+		comm_destroy(fd, a);
+	if (b > 0)
+		comm_destroy(fd, b);
+out_mode:
+	chmod("/dev/nezha", st.st_mode & 07777);
+
+	/* Another network namespace: the rail is not there. */
+	pid = fork();
+	if (pid == 0) {
+		int nfd;
+
+		if (unshare(CLONE_NEWNET))
+			_exit(100);
+		nfd = open("/dev/nezha", O_RDWR);
+		if (nfd < 0)
+			_exit(101);
+		ret = comm_local(nfd, ISO_JOB, 0, 0x42, NULL);
+		_exit(ret > 0 ? 0 : -ret);	/* 0: created */
+	}
+	waitpid(pid, &status, 0);
+	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+	tap_ok(ret == ENODEV,
+	       "from another network namespace, the rail does not exist: ENODEV (%s)",
+	       ret >= 100 ? "set-up failed" : ret ? strerror(ret) : "created");
+out:
+	if (q)
+		nz_queue_close(q);
+}
+
 static int want_argc;
 static char **want_argv;
 
@@ -664,6 +896,8 @@ int main(int argc, char **argv)
 		test_rail_del();
 	if (want("quotas"))
 		test_quotas();
+	if (want("isolation"))
+		test_isolation();
 	close(lfd);
 	printf("1..%d\n", tap_n);
 	return tap_exit();

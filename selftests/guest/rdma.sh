@@ -113,7 +113,7 @@ check "rdma resource show: the job's QP is nezha_rdma's" test "$(rdma_qps)" -ge 
 rdma resource show qp | grep nezha_rdma | comment
 if [ "$ME" = 1 ]; then
 	read -r slot nrails <"$HOLD.info.$ME"
-	job=$(basename /sys/class/nezha/rail-rd/peer-*-1-0 | cut -d- -f2)
+	job=$(cat /sys/class/nezha/rail-rd/peer-*-1-0/job)
 	if [ -x "$NZ_BIN/guest/nz_rdma_hostile" ]; then
 		run_tap hostile "$NZ_BIN/guest/nz_rdma_hostile" $RD_ADDR0 7470 "$job" \
 			"$slot" "$nrails" 65536 1 0

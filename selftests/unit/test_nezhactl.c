@@ -219,7 +219,7 @@ int main(void)
 	set(&all.rails[0].stats, nzst_rail_stats, "last_failover_ms", "1500");
 	set(&all.rails[0].stats, nzst_rail_stats, "failovers", "not-a-number");
 	all.rails[0].npeers = 1;
-	snprintf(all.rails[0].peers[0].job, 24, "00c0ffee00000001");
+	snprintf(all.rails[0].peers[0].comm, 24, "00c0ffee00000001");
 	all.rails[0].peers[0].peer = 1;
 	set(&all.rails[0].peers[0].vals, nzst_peer_files, "srtt_us", "2300");
 	set(&all.rails[0].peers[0].vals, nzst_peer_files, "state", "up");
@@ -237,7 +237,7 @@ int main(void)
 	       "one family, a sample per rail, counters end in _total");
 	tap_ok(strstr(out, "nezha_rail_link_speed_bits_per_second{rail=\"r0\"} 25000000000\n") &&
 	       strstr(out, "nezha_rail_last_failover_boottime_seconds{rail=\"r0\"} 1.5\n") &&
-	       strstr(out, "nezha_peer_smoothed_rtt_seconds{rail=\"r0\",job=\"00c0ffee00000001\","
+	       strstr(out, "nezha_peer_smoothed_rtt_seconds{rail=\"r0\",comm=\"00c0ffee00000001\","
 			   "rank=\"0\",peer=\"1\"} 0.0023\n"),
 	       "units: bits/s from Mbit/s, seconds from ms and us");
 	tap_ok(strstr(out, "nezha_rail_info{rail=\"r0\",proto=\"tcp\",dev=\"eth\\\"1\",state=\"up\"} 1\n") != NULL,
@@ -286,7 +286,7 @@ int main(void)
 		nzst_print(f, &all, NZST_TEXT, 0);
 		fclose(f);
 		tap_ok(strstr(buf, "rail r0: proto tcp dev eth\"1 state up speed_mbps 25000\n") &&
-		       strstr(buf, "    peer 1 job 00c0ffee00000001 (rank 0): srtt_us 2300 state up bytes_tx 7\n"),
+		       strstr(buf, "    peer 1 comm 00c0ffee00000001 (rank 0): srtt_us 2300 state up bytes_tx 7\n"),
 		       "stats text");
 	}
 	tap_ok(1, "done");

@@ -198,7 +198,8 @@ struct nz_comm_create {
 	__u32	comm_id;		/* out: handle for nz_sqe.comm_id */
 	char	rails[NZ_MAX_RAILS][NZ_RAIL_NAME_LEN];	/* in: local rails */
 	__u64	addrs;			/* in: struct nz_comm_addr[size * nrails] */
-	__u64	rsvd[4];
+	__u64	serial;			/* out: its number in sysfs (not the job id) */
+	__u64	rsvd[3];
 };
 
 /*
