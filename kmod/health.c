@@ -109,6 +109,15 @@ void nz_health_event(struct nz_conn *conn, u32 type, int err, u32 resent)
  * as 20-36 ms, all of it added to the time a blackhole goes unnoticed.
  */
 static struct workqueue_struct *nz_hb_wq;
+/*
+ * Dials (conn->connect_work) run on a queue of their own: a dial may block
+ * its worker for up to a handshake timeout against a peer that does not
+ * answer, and a user can ask for hundreds at once (a communicator of many
+ * unreachable ranks).  On nz_wq they took every one of its 256 workers, so
+ * the scans that fail the commands of an exited process -- and with them
+ * its file and communicators -- waited for seconds behind them.
+ */
+static struct workqueue_struct *nz_dial_wq;
 
 static enum hrtimer_restart nz_hb_timer(struct hrtimer *t)
 {
@@ -202,7 +211,7 @@ void nz_health_conn_connect_in(struct nz_conn *conn, unsigned int ms)
 {
 	spin_lock_bh(&conn->peer->lock);
 	if (conn->state != NZ_CONN_DEAD)
-		mod_delayed_work(nz_wq, &conn->connect_work,
+		mod_delayed_work(nz_dial_wq, &conn->connect_work,
 				 msecs_to_jiffies(ms));
 	spin_unlock_bh(&conn->peer->lock);
 }
@@ -362,15 +371,24 @@ int nz_health_init(void)
 	nz_hb_wq = alloc_workqueue("nezha_hb", WQ_HIGHPRI | WQ_MEM_RECLAIM, 0);
 	if (!nz_hb_wq)
 		return -ENOMEM;
+	nz_dial_wq = alloc_workqueue("nezha_dial", WQ_UNBOUND | WQ_MEM_RECLAIM,
+				     0);
+	ret = -ENOMEM;
+	if (!nz_dial_wq)
+		goto out_hb;
 	ret = register_netdevice_notifier(&nz_netdev_nb);
-	if (ret)
-		destroy_workqueue(nz_hb_wq);
+	if (!ret)
+		return 0;
+	destroy_workqueue(nz_dial_wq);
+out_hb:
+	destroy_workqueue(nz_hb_wq);
 	return ret;
 }
 
 void nz_health_exit(void)
 {
 	unregister_netdevice_notifier(&nz_netdev_nb);
+	destroy_workqueue(nz_dial_wq);
 	destroy_workqueue(nz_hb_wq);
 }
 
