@@ -119,7 +119,7 @@ bool nz_req_owner_gone(const struct nz_req *req)
 
 static struct nz_req *nz_req_alloc(struct nz_file *f, struct io_uring_cmd *cmd)
 {
-	struct nz_req *req = kzalloc(sizeof(*req), GFP_KERNEL);
+	struct nz_req *req = kzalloc(sizeof(*req), GFP_KERNEL_ACCOUNT);
 
 	if (req)
 		nz_req_init(req, f, cmd);
@@ -336,7 +336,7 @@ static long nz_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 static int nz_open(struct inode *inode, struct file *file)
 {
-	struct nz_file *f = kzalloc(sizeof(*f), GFP_KERNEL);
+	struct nz_file *f = kzalloc(sizeof(*f), GFP_KERNEL_ACCOUNT);
 
 	if (!f)
 		return -ENOMEM;

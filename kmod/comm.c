@@ -6,6 +6,7 @@
  */
 #include <linux/module.h>
 #include <linux/error-injection.h>
+#include <linux/memcontrol.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <crypto/algapi.h>
@@ -44,6 +45,7 @@ static void nz_comm_release(struct kref *ref)
 			nz_rail_put(comm->rails[s]);
 	if (!IS_ERR_OR_NULL(comm->hmac))
 		crypto_free_shash(comm->hmac);
+	mem_cgroup_put(comm->memcg);
 	memzero_explicit(comm->secret, sizeof(comm->secret));
 	kfree(comm);
 	atomic_dec(&nz_stats.comms);
@@ -491,7 +493,8 @@ static int nz_comm_get_addrs(struct nz_comm *comm, u64 uaddr)
 {
 	size_t n = (size_t)comm->size * comm->nrails, i;
 
-	comm->addrs = kvmalloc_array(n, sizeof(*comm->addrs), GFP_KERNEL);
+	comm->addrs = kvmalloc_array(n, sizeof(*comm->addrs),
+				     GFP_KERNEL_ACCOUNT);
 	if (!comm->addrs)
 		return -ENOMEM;
 	if (copy_from_user(comm->addrs, u64_to_user_ptr(uaddr),
@@ -510,13 +513,14 @@ static int nz_comm_alloc_peers(struct nz_comm *comm)
 	struct nz_peer *p;
 	u32 r, s;
 
-	comm->peers = kcalloc(comm->size, sizeof(*comm->peers), GFP_KERNEL);
+	comm->peers = kcalloc(comm->size, sizeof(*comm->peers),
+			      GFP_KERNEL_ACCOUNT);
 	if (!comm->peers)
 		return -ENOMEM;
 	for (r = 0; r < comm->size; r++) {
 		if (r == comm->rank)
 			continue;
-		p = kzalloc(sizeof(*p), GFP_KERNEL);
+		p = kzalloc(sizeof(*p), GFP_KERNEL_ACCOUNT);
 		if (!p)
 			return -ENOMEM;
 		comm->peers[r] = p;
@@ -545,10 +549,12 @@ static struct nz_comm *nz_comm_new(struct nz_file *f,
 	struct nz_comm *comm;
 	int ret;
 
-	comm = kzalloc(sizeof(*comm), GFP_KERNEL);
+	comm = kzalloc(sizeof(*comm), GFP_KERNEL_ACCOUNT);
 	if (!comm)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&comm->ref);
+	/* What arrives for it later is charged to its creator's cgroup. */
+	comm->memcg = get_mem_cgroup_from_mm(current->mm);
 	atomic_inc(&nz_stats.comms);
 	INIT_LIST_HEAD(&comm->node);
 	INIT_LIST_HEAD(&comm->node_file);

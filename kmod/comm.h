@@ -253,6 +253,7 @@ struct nz_comm {
 	u64 job_id;
 	u64 serial;			/* host-wide, for sysfs: not the job id */
 	kuid_t owner;			/* the creator's euid */
+	struct mem_cgroup *memcg;	/* the creator's, charged (held) */
 	u8 secret[NZ_SECRET_LEN];
 	struct crypto_shash *hmac;
 	u32 rank, size, nrails, unit, timeout_ms;

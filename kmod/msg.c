@@ -12,6 +12,7 @@
  */
 #include <linux/module.h>
 #include <linux/error-injection.h>
+#include <linux/memcontrol.h>
 #include <linux/mm.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
@@ -301,7 +302,7 @@ static void nz_msg_put(struct nz_msg *m)
 
 static struct nz_msg *nz_msg_alloc(struct nz_peer *p, enum nz_msg_dir dir)
 {
-	struct nz_msg *m = kzalloc(sizeof(*m), GFP_KERNEL);
+	struct nz_msg *m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
 
 	if (!m)
 		return NULL;
@@ -422,7 +423,7 @@ static struct nz_xreq *nz_xreq_alloc(struct nz_file *f,
 				     struct io_uring_cmd *cmd,
 				     struct nz_comm *comm, u32 timeout_ms)
 {
-	struct nz_xreq *x = kzalloc(sizeof(*x), GFP_KERNEL);
+	struct nz_xreq *x = kzalloc(sizeof(*x), GFP_KERNEL_ACCOUNT);
 
 	if (!x)
 		return NULL;
@@ -513,7 +514,7 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 		goto out_put_comm;
 	ret = -ENOMEM;
 	m = nz_msg_alloc(p, NZ_MSG_TX);
-	spare = kzalloc(sizeof(*spare), GFP_KERNEL);
+	spare = kzalloc(sizeof(*spare), GFP_KERNEL_ACCOUNT);
 	xr = nz_xreq_alloc(f, cmd, comm, x->timeout_ms);
 	if (!m || !spare || !xr)
 		goto out_free;
@@ -608,7 +609,7 @@ int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 		goto out_put_comm;
 	ret = -ENOMEM;
 	m = nz_msg_alloc(p, NZ_MSG_RX);
-	spare = kzalloc(sizeof(*spare), GFP_KERNEL);
+	spare = kzalloc(sizeof(*spare), GFP_KERNEL_ACCOUNT);
 	xr = nz_xreq_alloc(f, cmd, comm, x->timeout_ms);
 	if (!m || !spare || !xr)
 		goto out_free;
@@ -748,6 +749,7 @@ static int nz_rx_lookup(struct nz_peer *p, const struct nz_frame_data *fd,
 	u32 unit = p->comm->unit;
 	u64 words = nz_reasm_bitmap_words(fd->total, unit);
 	u64 cost = fd->total + sizeof(struct nz_msg) + words * sizeof(u64);
+	struct mem_cgroup *old;
 	struct nz_msg *m, *posted;
 	int tries, ret = 0;
 
@@ -774,13 +776,17 @@ static int nz_rx_lookup(struct nz_peer *p, const struct nz_frame_data *fd,
 			goto create;
 		spin_unlock_bh(&p->lock);
 
+		/* Charged to the receiver's creator, not to this worker. */
+		old = set_active_memcg(p->comm->memcg);
 		if (!posted && !s->msg)
 			s->msg = nz_msg_alloc(p, NZ_MSG_RX);
 		if (words && !s->map)
-			s->map = kvcalloc(words, sizeof(u64), GFP_KERNEL);
+			s->map = kvcalloc(words, sizeof(u64),
+					  GFP_KERNEL_ACCOUNT);
 		if (!posted && !s->kbuf)
 			s->kbuf = kvmalloc(max_t(u64, fd->total, 1),
-					   GFP_KERNEL);
+					   GFP_KERNEL_ACCOUNT);
+		set_active_memcg(old);
 		if ((words && !s->map) || (!posted && (!s->msg || !s->kbuf)))
 			return -ENOMEM;
 	}
