@@ -55,19 +55,24 @@ export NZ_PVH=0
 export NZ_TIME_SCALE=${NZ_TIME_SCALE:-20}
 # This kernel was seen to die in its first 2 s, before any module or test
 # (KASAN: wild-memory-access in do_raw_spin_lock from handle_edge_irq,
-# during identify_cpu; 1 boot in 4 on a busy host): such a boot is retried.
-export NZ_RETRY_BOOT=1
+# during identify_cpu; 1 boot in 4 on a busy host): such a boot is retried,
+# up to 3 times.
+export NZ_RETRY_BOOT=${NZ_RETRY_BOOT:-3}
 # It also hangs, silent, right after the decompressor's "Booting the
 # kernel" (2 guests at once: about 1 boot in 6; with earlyprintk the last
-# line is KASLR's), and that is not retried: the suite's other guest then
-# finds no peer and every rendezvous times out.  Measured 2026-12-02:
+# line is KASLR's).  Without a watchdog the suite's other guest then found
+# no peer, every rendezvous timed out, and the suite failed after its whole
+# timeout.  Now the guests print their boot (loglevel=6, earlyprintk) and
+# vm.sh stops a run whose guest stays silent for NZ_BOOT_SILENCE seconds
+# before its script began; run.sh boots it again.  Measured 2026-12-02:
 # nokaslr did not end the hang (1 of 6 boots still hung); the early KASAN
 # report hit 2 of 12 boots.  That report interrupts identify_cpu(), which
 # rebuilds the CPU's feature bits: a guess is QEMU's max CPU with LA57
 # (5-level paging), whose bit drops out for that while.  Both flags stay:
 # a fixed layout makes reports reproducible, and no5lvl costs nothing;
 # whether either helps is not shown.
-export NZ_GUEST_CMDLINE="${NZ_GUEST_CMDLINE:+$NZ_GUEST_CMDLINE }nokaslr no5lvl"
+export NZ_GUEST_CMDLINE="${NZ_GUEST_CMDLINE:+$NZ_GUEST_CMDLINE }nokaslr no5lvl loglevel=6 earlyprintk=serial,ttyS0"
+export NZ_BOOT_SILENCE=${NZ_BOOT_SILENCE:-180}
 export NZ_GUEST_ONLY=1 NZ_DEBUG_SUITES=1 NZ_TIMEOUT_SCALE=${NZ_TIMEOUT_SCALE:-4} NZ_VM_MEM=${NZ_VM_MEM:-1024}
 export NZ_OUT=${NZ_OUT:-$TOP/build/test-output-debug}
 exec selftests/run.sh

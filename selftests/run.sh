@@ -113,18 +113,28 @@ else
 		mem=${mem:-${NZ_VM_MEM:-}}
 		[ -n "$mem" ] && hopt+=(-m "$mem")
 		timeout=$((timeout * ${NZ_TIMEOUT_SCALE:-1}))
-		for try in 1 2; do
+		for ((try = 0; ; try++)); do
 			selftests/qemu/vm.sh -n "$guests" -r "$rails" -t "$timeout" \
 				-o "$OUT/guest-$name" "${hopt[@]}" "$script" > "$OUT/guest-$name.tap" 2>&1
 			rc=$?
-			# NZ_RETRY_BOOT (the debug lane): a guest kernel that died
-			# before any test ran -- before the script began, with no
-			# module loaded -- is booted once more, and said so.
-			[ $try = 1 ] && [ -n "${NZ_RETRY_BOOT:-}" ] && [ $rc -ne 0 ] &&
-				early_panic "$OUT/guest-$name" "$guests" || break
-			echo "# guest suite $name: a guest kernel panicked while booting, before the test began; booting again:"
-			grep -ahm 3 'BUG:\|panic' "$OUT/guest-$name"/guest*.console | sed 's/^/#   /'
-			cp -r "$OUT/guest-$name" "$OUT/guest-$name.boot-panic" 2>/dev/null
+			# NZ_RETRY_BOOT=N (the debug lane): a guest kernel that
+			# died before any test ran -- before the script began,
+			# with no module loaded -- or whose boot hung (vm.sh's
+			# watchdog, exit 75) is booted again, up to N times, and
+			# said so.
+			[ $try -lt "${NZ_RETRY_BOOT:-0}" ] && [ $rc -ne 0 ] || break
+			if [ $rc = 75 ]; then
+				echo "# guest suite $name: a guest's boot hung ($(cat "$OUT/guest-$name/boot-hung" 2>/dev/null) s silent); booting again"
+				rm -rf "$OUT/guest-$name.boot-hang$try"
+				cp -r "$OUT/guest-$name" "$OUT/guest-$name.boot-hang$try" 2>/dev/null
+			elif early_panic "$OUT/guest-$name" "$guests"; then
+				echo "# guest suite $name: a guest kernel panicked while booting, before the test began; booting again:"
+				grep -ahm 3 'BUG:\|panic' "$OUT/guest-$name"/guest*.console | sed 's/^/#   /'
+				rm -rf "$OUT/guest-$name.boot-panic$try"
+				cp -r "$OUT/guest-$name" "$OUT/guest-$name.boot-panic$try" 2>/dev/null
+			else
+				break
+			fi
 		done
 		relay "$name/" < "$OUT/guest-$name.tap"
 		# vm.sh exits 2 on set-up errors before any guest ran: those

@@ -19,9 +19,15 @@
 # -c: virtual CPUs per guest (default 1).  Under TCG each is a host thread:
 # more vCPUs than host cores only share them.
 #
+# NZ_BOOT_SILENCE=S (the debug lane): a guest whose console stays silent
+# for S seconds before its script began is taken for a hung boot: every
+# guest is stopped, the run reports it and exits 75, and OUTDIR/boot-hung
+# says which guest (selftests/run.sh then boots the suite again).  It needs
+# a kernel that prints while it boots (loglevel=6, earlyprintk).
+#
 # Output: TAP lines ("ok - g0: ..." / "not ok - g0: ..."), "# " comments.
 # Exit status: 0 when no line was "not ok" (but for "# TODO"), 1 otherwise,
-# 2 on usage or set-up errors.
+# 2 on usage or set-up errors, 75 when a boot hung (NZ_BOOT_SILENCE).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -264,7 +270,7 @@ else
 	outdir=$(realpath -e -- "$outdir")
 	rm -rf "$outdir"/guest*.out
 	rm -f "$outdir"/guest*.{console,result,mon,qemu.log} "$outdir/host.log" "$outdir/job.sh" \
-		"$outdir/job.key"
+		"$outdir/job.key" "$outdir/boot-hung"
 fi
 plain_path "$outdir"
 [ ${#outdir} -le 90 ] || die "OUTDIR path too long for the monitor sockets: $outdir"
@@ -460,12 +466,31 @@ fi
 deadline=$((SECONDS + timeout))
 killed_at=
 timed_out=()
+boot_silence=${NZ_BOOT_SILENCE:-0}
+boot_hung=
+declare -a con_size con_seen
 while :; do
 	running=0
 	for ((g = 0; g < nodes; g++)); do
 		[ -z "${ended[g]:-}" ] || continue
 		if [ -z "${begun[g]:-}" ] && grep -q '^NZ-BEGIN ' "$outdir/guest$g.result" 2>/dev/null; then
 			begun[g]=$(date +%s.%N)
+		fi
+		# The boot watchdog: console silent too long before the script.
+		if [ "$boot_silence" -gt 0 ] && [ -z "${begun[g]:-}" ] && [ -z "$killed_at" ]; then
+			size=$(stat -c %s "$outdir/guest$g.console" 2>/dev/null || echo 0)
+			if [ "$size" != "${con_size[g]:-}" ]; then
+				con_size[g]=$size
+				con_seen[g]=$SECONDS
+			elif [ $((SECONDS - con_seen[g])) -ge "$boot_silence" ]; then
+				boot_hung=$g
+				echo "g$g $boot_silence" >"$outdir/boot-hung"
+				echo "# g$g: console silent for ${boot_silence} s before its script began: a hung boot; stopping every guest"
+				killed_at=$SECONDS
+				for ((h = 0; h < nodes; h++)); do
+					[ -n "${ended[h]:-}" ] || kill -TERM "${qpids[h]}" 2>/dev/null || true
+				done
+			fi
 		fi
 		if kill -0 "${qpids[g]}" 2>/dev/null; then
 			running=1
@@ -619,4 +644,5 @@ if [ -n "$host_script" ]; then
 fi
 
 echo "# total $(secs "$t0" "$(date +%s.%N)") s; logs in $outdir"
+[ -z "$boot_hung" ] || exit 75
 exit $failed
