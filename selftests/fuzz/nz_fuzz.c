@@ -818,7 +818,7 @@ static bool gen_create_valid(struct rng *r, struct nz_comm_create *cc,
 /* The module's own checks of nz_comm_check_create(), written again. */
 static bool create_check_ok(const struct nz_comm_create *cc)
 {
-	for (int i = 0; i < 4; i++)
+	for (size_t i = 0; i < sizeof(cc->rsvd) / sizeof(cc->rsvd[0]); i++)
 		if (cc->rsvd[i])
 			return false;
 	if (!cc->size || cc->size > NZ_MAX_RANKS || cc->rank >= cc->size)
