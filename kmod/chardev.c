@@ -346,7 +346,6 @@ static int nz_open(struct inode *inode, struct file *file)
 		return -ENOMEM;
 	}
 	/* Like a socket's: the namespace its rails and addresses are in. */
-	f->uid = file->f_cred->euid;
 	f->net = get_net(current->nsproxy->net_ns);
 	spin_lock_init(&f->lock);
 	INIT_LIST_HEAD(&f->pending);

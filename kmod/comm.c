@@ -56,6 +56,14 @@ void nz_comm_put(struct nz_comm *comm)
 	kref_put(&comm->ref, nz_comm_release);
 }
 
+/* Whether comm serves slot on rail with this unit and number of rails. */
+static bool nz_comm_fits(const struct nz_comm *comm, const struct nz_rail *rail,
+			 u32 slot, u32 unit, u32 nrails)
+{
+	return comm->unit == unit && comm->nrails == nrails &&
+	       slot < comm->nrails && comm->rails[slot] == rail;
+}
+
 /*
  * The communicator a HELLO that came on rail is for.  Several may carry
  * its job id and rank -- one per local user (nz_comm_publish()), so that
@@ -80,9 +88,8 @@ struct nz_comm *nz_comm_find_hello(struct nz_rail *rail,
 		if (comm->job_id != h->job_id || comm->rank != h->dst_rank)
 			continue;
 		conn = nz_comm_conn(comm, h->src_rank, h->rail);
-		if (!conn || h->nrails != comm->nrails ||
-		    h->unit != comm->unit || comm->rails[h->rail] != rail ||
-		    conn->client)
+		if (!conn || conn->client ||
+		    !nz_comm_fits(comm, rail, h->rail, h->unit, h->nrails))
 			continue;
 		*reason = NZ_CLOSE_AUTH;
 		if (nz_comm_mac(comm, in, sizeof(in), mac) ||
@@ -114,12 +121,9 @@ int nz_comm_job_fits(u64 job_id, u32 rank, struct nz_rail *rail, u32 slot,
 	list_for_each_entry(comm, &nz_comms, node) {
 		if (comm->job_id != job_id || comm->rank != rank)
 			continue;
-		if (comm->unit == unit && comm->nrails == nrails &&
-		    slot < comm->nrails && comm->rails[slot] == rail) {
-			ret = 1;
+		ret = nz_comm_fits(comm, rail, slot, unit, nrails) ? 1 : -1;
+		if (ret > 0)
 			break;
-		}
-		ret = -1;
 	}
 	mutex_unlock(&nz_comms_lock);
 	return ret;
@@ -561,7 +565,7 @@ static struct nz_comm *nz_comm_new(struct nz_file *f,
 	init_waitqueue_head(&comm->waitq);
 	nz_health_comm_init(comm);
 	comm->job_id = cc->job_id;
-	comm->owner = f->uid;
+	comm->owner = nz_user_uid(f->user);
 	comm->serial = atomic64_inc_return(&serial);
 	memcpy(comm->secret, cc->secret, sizeof(comm->secret));
 	comm->rank = cc->rank;

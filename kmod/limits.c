@@ -44,6 +44,12 @@ struct nz_user {
 static DEFINE_HASHTABLE(nz_users, NZ_USER_HASH_BITS);
 static DEFINE_SPINLOCK(nz_users_lock);
 
+/* The user an entry counts for. */
+kuid_t nz_user_uid(const struct nz_user *u)
+{
+	return u->uid;
+}
+
 /* The entry of uid, created on its first open file; NULL if out of memory. */
 struct nz_user *nz_user_get(kuid_t uid)
 {

@@ -48,7 +48,6 @@ struct nz_file {
 	struct list_head comms;		/* struct nz_comm of this file */
 	u32 next_comm_id;
 	struct nz_user *user;		/* the opener: limits.c */
-	kuid_t uid;			/* the opener's euid */
 	struct net *net;		/* the opener's network namespace (held) */
 };
 
@@ -79,6 +78,7 @@ extern struct workqueue_struct *nz_wq;
 
 /* limits.c */
 struct nz_user *nz_user_get(kuid_t uid);
+kuid_t nz_user_uid(const struct nz_user *u);
 void nz_user_put(struct nz_user *u);
 int nz_user_charge_comm(struct nz_user *u);
 void nz_user_uncharge_comm(struct nz_user *u);
