@@ -38,7 +38,7 @@
 #include "tap.h"
 #include "nz_sysfs.h"
 
-#define SYSFS		"/sys/class/nezha/nezha/"
+#define SYSFS		"/sys/class/nezha/nezha"
 #define SILENT_PORT	7499		/* our socket that never speaks */
 
 static const char *rail, *ctl;
@@ -61,12 +61,17 @@ static long long sysfs_ll(const char *path)
 	return v;
 }
 
+static long long file_ll(const char *dir, const char *name)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return sysfs_ll(path);
+}
+
 static long long stat_ll(const char *name)
 {
-	char path[256];
-
-	snprintf(path, sizeof(path), SYSFS "%s", name);
-	return sysfs_ll(path);
+	return file_ll(SYSFS, name);
 }
 
 /* Connection directories under the rail: one per (communicator, peer). */
@@ -101,6 +106,32 @@ static uint32_t nobody_addr(unsigned int i)
 }
 
 /*
+ * NZ_IOC_COMM_CREATE on the rail: job, rank of size with address table a,
+ * the secret made of the byte key.  The comm id or -errno; *serial (if
+ * asked) gets the communicator's sysfs number.
+ */
+static int comm_create_tab(int fd, uint64_t job, uint32_t rank, uint32_t size,
+			   const struct nz_comm_addr *a, uint8_t key,
+			   uint32_t timeout_ms, uint64_t *serial)
+{
+	struct nz_comm_create cc = { 0 };
+
+	cc.job_id = job;
+	memset(cc.secret, key, sizeof(cc.secret));
+	cc.rank = rank;
+	cc.size = size;
+	cc.nrails = 1;
+	cc.timeout_ms = timeout_ms;
+	snprintf(cc.rails[0], sizeof(cc.rails[0]), "%s", rail);
+	cc.addrs = (uintptr_t)a;
+	if (ioctl(fd, NZ_IOC_COMM_CREATE, &cc))
+		return -errno;
+	if (serial)
+		*serial = cc.serial;
+	return (int)cc.comm_id;
+}
+
+/*
  * A communicator of size ranks in which we are rank `rank`, every other
  * rank at an address that never answers (every second one our silent
  * socket when silent is set).  Returns the comm id or -errno.
@@ -108,7 +139,6 @@ static uint32_t nobody_addr(unsigned int i)
 static int comm_create(int fd, uint32_t size, uint32_t rank, bool silent,
 		       uint64_t job)
 {
-	struct nz_comm_create cc = { 0 };
 	struct nz_comm_addr *a = calloc(size, sizeof(*a));
 	uint32_t r;
 	int ret;
@@ -124,15 +154,7 @@ static int comm_create(int fd, uint32_t size, uint32_t rank, bool silent,
 			a[r].port = htons(rail_port);
 		}
 	}
-	cc.job_id = job;
-	memset(cc.secret, 0x42, sizeof(cc.secret));
-	cc.rank = rank;
-	cc.size = size;
-	cc.nrails = 1;
-	cc.timeout_ms = 60000;
-	snprintf(cc.rails[0], sizeof(cc.rails[0]), "%s", rail);
-	cc.addrs = (uintptr_t)a;
-	ret = ioctl(fd, NZ_IOC_COMM_CREATE, &cc) ? -errno : (int)cc.comm_id;
+	ret = comm_create_tab(fd, job, rank, size, a, 0x42, 60000, NULL);
 	free(a);
 	return ret;
 }
@@ -623,7 +645,6 @@ out:
 static int comm_local(int fd, uint64_t job, uint32_t rank, uint8_t key,
 		      uint64_t *serial)
 {
-	struct nz_comm_create cc = { 0 };
 	struct nz_comm_addr a[2] = { 0 };
 	int r;
 
@@ -631,19 +652,8 @@ static int comm_local(int fd, uint64_t job, uint32_t rank, uint8_t key,
 		a[r].addr = rail_addr.s_addr;
 		a[r].port = htons(rail_port);
 	}
-	cc.job_id = job;
-	memset(cc.secret, key, sizeof(cc.secret));
-	cc.rank = rank;
-	cc.size = 2;
-	cc.nrails = 1;
-	cc.timeout_ms = (uint32_t)(10000 * tscale);
-	snprintf(cc.rails[0], sizeof(cc.rails[0]), "%s", rail);
-	cc.addrs = (uintptr_t)a;
-	if (ioctl(fd, NZ_IOC_COMM_CREATE, &cc))
-		return -errno;
-	if (serial)
-		*serial = cc.serial;
-	return (int)cc.comm_id;
+	return comm_create_tab(fd, job, rank, 2, a, key,
+			       (uint32_t)(10000 * tscale), serial);
 }
 
 static int comm_wait(int fd, int id, uint32_t ms)
@@ -863,14 +873,6 @@ out:
  */
 #define MEMCG_JOB	0x3e3c0001ULL
 #define MEMCG_MSG	(16u << 20)
-
-static long long file_ll(const char *dir, const char *name)
-{
-	char path[512];
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	return sysfs_ll(path);
-}
 
 static int file_write(const char *dir, const char *name, const char *v)
 {

@@ -360,7 +360,7 @@ static int peer_sysfs_read(struct nz_comm *c, int s, const char *file,
 				  line, len);
 }
 
-/* /sys/class/nezha/rail-R/peer-JOB-RANK-PEER/: state up, bytes moved. */
+/* /sys/class/nezha/rail-R/peer-COMM-RANK-PEER/: state up, bytes moved. */
 static void test_peer_sysfs(struct nz_comm *c)
 {
 	int s, good = 0, n = nz_comm_nrails(c);

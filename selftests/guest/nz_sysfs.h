@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Guest test programs: the module's parameters, and one value of a
- * connection's sysfs directory, /sys/class/nezha/rail-RAIL/peer-JOB-RANK-PEER/FILE.
+ * connection's sysfs directory, /sys/class/nezha/rail-RAIL/peer-COMM-RANK-PEER/FILE.
  */
 #ifndef NZ_SELFTEST_SYSFS_H
 #define NZ_SELFTEST_SYSFS_H
