@@ -20,7 +20,8 @@
 #define NZ_MAX_TIMEOUT_MS	(3600U * 1000)
 /* How long leaving waits for the acknowledgements it owes to go out. */
 #define NZ_FLUSH_MS		500
-#define NZ_HB_ECHO_EVERY	8	/* heartbeats per round-trip sample */
+/* Periods a path that came up is probed, for its first round trips. */
+#define NZ_HB_WARMUP		8
 #define NZ_SUSPECT_MIN_MS	500	/* suspect without an echo, at least */
 
 static LIST_HEAD(nz_comms);		/* every communicator, for accepts */
@@ -1013,6 +1014,44 @@ static void nz_conn_fail_live(struct nz_conn *conn, int err)
 }
 
 /* health.c, every heartbeat period, for each connection. */
+/*
+ * How a path is probed now.  A probe is a HEARTBEAT that asks for an echo:
+ * it makes the other end speak, and only the end that needs an answer
+ * sends one.
+ *  - FAST, every period: chunks wait for an answer on it (this is what
+ *    detects a dead path in tens of ms), it is suspect (only an echo
+ *    re-admits it), it came up a moment ago (first round trips), or
+ *    another path to the same peer is in doubt: answers on this one tell
+ *    a silent path from a silent (busy, descheduled) peer
+ *    (nz_conn_other_alive()).
+ *  - WAIT, a few times a second: we wait for the peer (a send or receive
+ *    with it is pending) and nothing of ours is on this path.  Enough for
+ *    the dead timer to notice a peer that went away.
+ *  - NONE: nothing pending with the peer.  Silence then is nobody's
+ *    business, and the idle cost of watching paths does not grow with
+ *    the ranks of a job (issue 23): until 2026-12-02 every path sent a
+ *    heartbeat every period, idle or not, 148-230 a second each way.
+ */
+enum nz_probe { NZ_PROBE_NONE, NZ_PROBE_WAIT, NZ_PROBE_FAST };
+
+static enum nz_probe nz_conn_probe(const struct nz_conn *conn,
+				   unsigned long now, unsigned long period)
+{
+	const struct nz_peer *p = conn->peer;
+	u32 s;
+
+	if (conn->suspect || READ_ONCE(conn->inflight_bytes) ||
+	    time_before(now, conn->up_since + NZ_HB_WARMUP * period))
+		return NZ_PROBE_FAST;
+	for (s = 0; s < p->comm->nrails; s++)
+		if (READ_ONCE(p->conns[s].doubt))
+			return NZ_PROBE_FAST;
+	if (!list_empty(&p->tx_msgs) || !list_empty(&p->posted) ||
+	    !list_empty(&p->rx_msgs))
+		return NZ_PROBE_WAIT;
+	return NZ_PROBE_NONE;
+}
+
 void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 {
 	unsigned int marks = READ_ONCE(conn->rx_marks);
@@ -1022,10 +1061,12 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
 	unsigned int rtt = 0, owed;
+	enum nz_probe probe;
 	u64 waiting;
 
 	if (READ_ONCE(conn->state) != NZ_CONN_UP)
 		return;
+	period = msecs_to_jiffies(ms);
 	/*
 	 * The carrier is read here, every period: the netdev notifier hears
 	 * of its loss only from linkwatch, under RTNL, which in a busy guest
@@ -1052,6 +1093,10 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		last = seen;
 	else
 		seen = 0;
+	/* Silence counts only while someone needs an answer on the path. */
+	probe = nz_conn_probe(conn, now, period);
+	if (probe == NZ_PROBE_NONE)
+		conn->probe_since = now;
 	if (marks != conn->hb_marks || blocked || seen) {
 		conn->hb_marks = marks;
 		if (blocked || time_after(last, now))
@@ -1060,12 +1105,17 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 			conn->quiet_since = last;
 		conn->silent = 0;
 	} else {
+		unsigned long from;
 		unsigned int quiet;
 
 		/* Our own stall is nobody's silence. */
 		conn->quiet_since += min(stall, now - conn->quiet_since);
 		conn->owed_since += min(stall, now - conn->owed_since);
-		quiet = jiffies_to_msecs(now - conn->quiet_since);
+		conn->probe_since += min(stall, now - conn->probe_since);
+		from = conn->quiet_since;
+		if (time_after(conn->probe_since, from))
+			from = conn->probe_since;
+		quiet = jiffies_to_msecs(now - from);
 		/*
 		 * Nor is a round trip longer than the time that makes a path
 		 * suspect: on a path of 40 ms, healthy ones fell silent for
@@ -1147,15 +1197,22 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	nz_sched_tick(conn);
 	/*
 	 * Frames went both ways within the period: each end has just seen
-	 * the other, a heartbeat would tell neither anything.  It would only
+	 * the other, a probe would tell neither anything.  It would only
 	 * cost both CPUs a frame in the middle of the traffic.  But a suspect
 	 * path sends one every period: only an echo re-admits it.
 	 */
-	period = msecs_to_jiffies(ms);
+	if (probe == NZ_PROBE_NONE)
+		return;
+	if (probe == NZ_PROBE_WAIT) {
+		period = nz_health_wait_period();
+		if (time_before(now, conn->probe_last + period))
+			return;
+	}
 	if (!conn->suspect &&
 	    time_before(now, READ_ONCE(conn->tx_last) + period) &&
 	    time_before(now, last + period))
 		return;
+	conn->probe_last = now;
 	c = kzalloc(sizeof(*c), GFP_KERNEL);
 	if (!c)
 		return;
@@ -1165,15 +1222,12 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	if (conn->state == NZ_CONN_UP && conn->nctrl < 64) {
 		list_add_tail(&c->node, &conn->ctrl);
 		conn->nctrl++;
+		conn->hb_sent++;
+		atomic64_inc(&conn->rail->stats.hb_frames);
+		/* Every probe is a round-trip sample; unloaded ones are marked. */
+		c->f.hb.seq = NZ_HB_ECHO;
 		if (!conn->inflight_bytes)
-			c->f.hb.seq = NZ_HB_IDLE;
-		/*
-		 * A round-trip sample every NZ_HB_ECHO_EVERY heartbeats, and
-		 * every one while suspect: its echo re-admits the path.
-		 */
-		if (!(conn->hb_sent++ % NZ_HB_ECHO_EVERY) ||
-		    READ_ONCE(conn->suspect))
-			c->f.hb.seq |= NZ_HB_ECHO;
+			c->f.hb.seq |= NZ_HB_IDLE;
 		c = NULL;
 	}
 	spin_unlock_bh(&p->lock);

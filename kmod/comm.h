@@ -199,6 +199,8 @@ struct nz_conn {
 	unsigned int hb_sent;		/* heartbeats queued, under peer->lock */
 	unsigned long quiet_since;	/* jiffies of the last arrival seen */
 	unsigned long owed_since;	/* jiffies: last run it owed nothing */
+	unsigned long probe_since;	/* jiffies: last run nothing was pending */
+	unsigned long probe_last;	/* jiffies the last probe was queued */
 	bool suspect;			/* silent too long: takes no chunks */
 	u64 suspect_ns;			/* ktime_get_ns() it became suspect */
 	unsigned long suspect_since;	/* the same, in jiffies */
@@ -357,6 +359,7 @@ void nz_health_conn_up(struct nz_conn *conn);
 bool nz_health_doubt(unsigned int silent);
 bool nz_health_suspect(unsigned int silent);
 bool nz_health_dead(unsigned int silent);
+unsigned long nz_health_wait_period(void);
 void nz_health_event(struct nz_conn *conn, u32 type, int err, u32 resent);
 int nz_health_set(const u32 *interval_ms, const u32 *misses,
 		  const u32 *grace_ms);

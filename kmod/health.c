@@ -236,6 +236,7 @@ void nz_health_conn_up(struct nz_conn *conn)
 	conn->silent = 0;
 	conn->quiet_since = jiffies;
 	conn->owed_since = jiffies;
+	conn->probe_since = jiffies;
 	conn->suspect = false;
 	conn->doubt = false;
 	conn->up_since = jiffies;
@@ -261,6 +262,20 @@ bool nz_health_dead(unsigned int silent)
 
 	return silent >= max(READ_ONCE(nz_health.hb_misses) * NZ_DEAD_FACTOR,
 			     NZ_DEAD_MIN_MS / ms);
+}
+
+/*
+ * How often a path is probed while we only wait for its peer (nothing of
+ * ours on it): eight times within the time that tears a silent path
+ * down, 125 ms at the defaults.
+ */
+unsigned long nz_health_wait_period(void)
+{
+	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
+
+	ms = max(ms * READ_ONCE(nz_health.hb_misses) * NZ_DEAD_FACTOR,
+		 (unsigned int)NZ_DEAD_MIN_MS);
+	return msecs_to_jiffies(ms / 8);
 }
 
 /* ---- link events -------------------------------------------------------------- */

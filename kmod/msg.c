@@ -1093,8 +1093,10 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 		nz_frame_init(&c->f, NZ_FRAME_HEARTBEAT_ACK);
 		c->f.hb = f->hb;
 		spin_lock_bh(&conn->peer->lock);
-		if (nz_conn_queue_ctrl(conn, c))
+		if (nz_conn_queue_ctrl(conn, c)) {
+			atomic64_inc(&conn->rail->stats.hb_frames);
 			c = NULL;
+		}
 		spin_unlock_bh(&conn->peer->lock);
 		kfree(c);
 		nz_conn_kick(conn);

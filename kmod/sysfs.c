@@ -170,6 +170,7 @@ NZ_RAIL_ATTR(chunks_resent, "%lld", atomic64_read(&rail->stats.resent));
 NZ_RAIL_ATTR(acks_late, "%lld", atomic64_read(&rail->stats.acks_late));
 NZ_RAIL_ATTR(ctrl_dropped, "%lld",
 	     atomic64_read(&rail->stats.ctrl_dropped));
+NZ_RAIL_ATTR(hb_frames, "%lld", atomic64_read(&rail->stats.hb_frames));
 NZ_RAIL_ATTR(last_failover_ms, "%lld",
 	     atomic64_read(&rail->stats.last_failover_ms));
 
@@ -201,6 +202,7 @@ static struct attribute *nz_rail_stats_attrs[] = {
 	&nz_rail_attr_chunks_resent.attr,
 	&nz_rail_attr_acks_late.attr,
 	&nz_rail_attr_ctrl_dropped.attr,
+	&nz_rail_attr_hb_frames.attr,
 	&nz_rail_attr_last_failover_ms.attr,
 	NULL,
 };

@@ -56,22 +56,41 @@ drill() {
 }
 
 [ "$NZ_NODE" = 0 ] && DIR=tx || DIR=rx
-# Heartbeats keep an idle path watched: one is queued every period (4 ms)
-# unless the other end's has just arrived and ours just left (then each
-# end has heard from the other): 148-230 a second measured, 109 at 8 ms.
-# An empty stream, then the communicator stays idle while the counter is
-# read twice, 2 s apart; each read carries its own time.
-hbread="read up _ < /proc/uptime; for f in $SYS/rail-r0/peer-*/heartbeats_tx; do read n < \$f; done; echo \$up \$n >> $NZ_OUT/hb"
+# Probes (HEARTBEAT frames asking for an echo) go only where an answer is
+# needed (Documentation/health.rst).  stats/hb_frames counts the probes
+# and echoes this guest queued on all rails; each read carries its time.
+# Idle: an empty message, then nothing pending for 3 s: no probe at all
+# (until 2026-12-02 every path sent 148-230 a second, idle or not).
+# Waiting: rank 1's receive waits 4 s for rank 0: its paths are probed a
+# few times a second (every 125 ms at the defaults), so that a peer that
+# went away is noticed, and rank 0 answers them.
+hbread="read up _ < /proc/uptime; cat $SYS/rail-*/stats/hb_frames | awk -v t=\$up '{ n += \$1 } END { print t, n }' >> $NZ_OUT/hb"
+hbrate() {	# hbrate NAME: frames a second between the two reads
+	awk 'NR == 1 { t = $1; n = $2 } NR == 2 && $1 > t { printf "%.1f", ($2 - n) / ($1 - t) }' "$NZ_OUT/hb.$1" 2>/dev/null
+}
 rm -f "$NZ_OUT/hb"
 MASTER_PORT=$port "$P2P" drill 0 "1:$hbread" "3:$hbread" > "$NZ_OUT/idle.log" 2>&1
 rc=$?
 port=$((port + 1))
-rate=$(awk 'NR == 1 { t = $1; n = $2 } NR == 2 && $1 > t { printf "%d", ($2 - n) / ($1 - t) }' "$NZ_OUT/hb" 2>/dev/null)
-if [ $rc = 0 ] && [ "${rate:-0}" -ge 75 ]; then
-	ok "heartbeats on an idle connection: $rate a second (at least 75)"
+mv "$NZ_OUT/hb" "$NZ_OUT/hb.idle" 2>/dev/null
+MASTER_PORT=$port "$P2P" drill -4 "1:$hbread" "3:$hbread" > "$NZ_OUT/wait.log" 2>&1
+rc2=$?
+port=$((port + 1))
+mv "$NZ_OUT/hb" "$NZ_OUT/hb.wait" 2>/dev/null
+rate=$(hbrate idle)
+if [ $rc = 0 ] && [ -n "$rate" ] && awk -v r="$rate" 'BEGIN { exit !(r <= 1) }'; then
+	ok "idle connections: $rate probe and echo frames a second (at most 1)"
 else
-	not_ok "heartbeats on an idle connection: at least 75 a second" \
-		"rc $rc, ${rate:-no} a second ($(tr '\n' ' ' < "$NZ_OUT/hb" 2>/dev/null))"
+	not_ok "idle connections: at most 1 probe or echo frame a second" \
+		"rc $rc, ${rate:-no} a second ($(tr '\n' ' ' < "$NZ_OUT/hb.idle" 2>/dev/null))"
+fi
+# Each of 2 paths: 8 probes a second from rank 1, 8 echoes from rank 0.
+rate=$(hbrate wait)
+if [ $rc2 = 0 ] && [ -n "$rate" ] && awk -v r="$rate" 'BEGIN { exit !(r >= 8 && r <= 40) }'; then
+	ok "a receive waiting 4 s: $rate probe or echo frames a second (8 to 40)"
+else
+	not_ok "a receive waiting 4 s: 8 to 40 probe or echo frames a second" \
+		"rc $rc2, ${rate:-no} a second ($(tr '\n' ' ' < "$NZ_OUT/hb.wait" 2>/dev/null))"
 fi
 
 # No fault: a receiver's paths owe it nothing (they carry only its ACKs

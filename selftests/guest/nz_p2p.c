@@ -383,6 +383,8 @@ static void test_peer_sysfs(struct nz_comm *c)
  * and measures the longest time between two completions (the failover
  * gap as the receiver sees it).  Each COMMAND runs (sh -c) at T seconds
  * after the communicator is up, on the rank whose command line has it.
+ * A negative SECONDS streams nothing: rank 1's receive waits that long
+ * for rank 0's empty message.
  * Exit status: 0 all intact and the stream ended normally; 1 otherwise.
  */
 static int drill(struct nz_comm *c, int seconds, int nsched, char **sched)
@@ -413,6 +415,8 @@ static int drill(struct nz_comm *c, int seconds, int nsched, char **sched)
 		}
 		_exit(0);
 	}
+	while (rank == 0 && now_s() < t0 - seconds)
+		usleep(10000);
 	last = now_s();
 	for (;;) {
 		if (rank == 0) {
