@@ -1289,8 +1289,41 @@ static s32 nz_msg_expired(const struct nz_msg *m)
 	return 0;
 }
 
+/*
+ * What a transfer that timed out was waiting for, in one line: the message
+ * and every path to its peer.  A timeout means nothing moved with the peer
+ * for the whole timeout: this is what tells a lost wake-up from a peer
+ * that stopped.  Under p->lock.
+ */
+static void nz_msg_describe(const struct nz_msg *m, char *buf, size_t len)
+{
+	const struct nz_peer *p = m->peer;
+	size_t n;
+	u32 s;
+
+	n = scnprintf(buf, len, "%s of %llu bytes, %s; resend %s; paths:",
+		      m->dir == NZ_MSG_TX ? "send" : "receive", m->total,
+		      m->dir == NZ_MSG_TX ?
+		      (m->assigned_all ? "all assigned" : "not all assigned") :
+		      (m->complete ? "complete" :
+		       m->arrived ? "arriving" : "nothing arrived"),
+		      list_empty(&p->resend) ? "empty" : "waiting");
+	for (s = 0; s < p->comm->nrails; s++) {
+		const struct nz_conn *c = &p->conns[s];
+
+		n += scnprintf(buf + n, len - n, " %s %s%s%s in flight %llu, %u ctrl, silent %u",
+			       c->rail ? c->rail->name : "?",
+			       c->state == NZ_CONN_UP ? "up" :
+			       c->state == NZ_CONN_CONNECTING ? "connecting" :
+			       c->state == NZ_CONN_IDLE ? "down" : "dead",
+			       c->suspect ? " suspect" : "",
+			       c->rx_blocked ? " blocked" : "",
+			       c->inflight_bytes, c->nctrl, c->silent);
+	}
+}
+
 static void nz_scan_list(struct list_head *list, struct list_head *done,
-			 s32 force)
+			 s32 force, char *why, size_t len)
 {
 	struct nz_msg *m, *tmp;
 	s32 err;
@@ -1301,6 +1334,8 @@ static void nz_scan_list(struct list_head *list, struct list_head *done,
 			continue;
 		if (!m->xreq && !force)
 			continue;
+		if (err == -ETIMEDOUT && why && !why[0])
+			nz_msg_describe(m, why, len);
 		/* A peer that left delivered this one whole: keep it. */
 		if (force == -ECONNRESET && m->complete && !m->xreq)
 			continue;
@@ -1313,12 +1348,17 @@ static void nz_scan_list(struct list_head *list, struct list_head *done,
 void nz_peer_scan(struct nz_peer *p)
 {
 	LIST_HEAD(done);
+	char why[512];
 
+	why[0] = 0;
 	spin_lock_bh(&p->lock);
-	nz_scan_list(&p->tx_msgs, &done, 0);
-	nz_scan_list(&p->posted, &done, 0);
-	nz_scan_list(&p->rx_msgs, &done, 0);
+	nz_scan_list(&p->tx_msgs, &done, 0, why, sizeof(why));
+	nz_scan_list(&p->posted, &done, 0, why, sizeof(why));
+	nz_scan_list(&p->rx_msgs, &done, 0, why, sizeof(why));
 	spin_unlock_bh(&p->lock);
+	if (why[0])
+		pr_warn_ratelimited("transfer with rank %u timed out: %s\n",
+				    p->rank, why);
 	nz_complete_list(&done);
 }
 
@@ -1355,9 +1395,9 @@ void nz_peer_fail_all(struct nz_peer *p, s32 err)
 	LIST_HEAD(done);
 
 	spin_lock_bh(&p->lock);
-	nz_scan_list(&p->tx_msgs, &done, err);
-	nz_scan_list(&p->posted, &done, err);
-	nz_scan_list(&p->rx_msgs, &done, err);
+	nz_scan_list(&p->tx_msgs, &done, err, NULL, 0);
+	nz_scan_list(&p->posted, &done, err, NULL, 0);
+	nz_scan_list(&p->rx_msgs, &done, err, NULL, 0);
 	list_splice_init(&p->resend, &chunks);
 	spin_unlock_bh(&p->lock);
 	nz_complete_list(&done);
