@@ -20,7 +20,7 @@
 #define NZ_MAX_TIMEOUT_MS	(3600U * 1000)
 /* How long leaving waits for the acknowledgements it owes to go out. */
 #define NZ_FLUSH_MS		500
-/* Periods a path that came up is probed, for its first round trips. */
+/* Periods a path that came up is probed at most, for its first round trip. */
 #define NZ_HB_WARMUP		8
 #define NZ_SUSPECT_MIN_MS	500	/* suspect without an echo, at least */
 
@@ -1020,7 +1020,8 @@ static void nz_conn_fail_live(struct nz_conn *conn, int err)
  * sends one.
  *  - FAST, every period: chunks wait for an answer on it (this is what
  *    detects a dead path in tens of ms), it is suspect (only an echo
- *    re-admits it), it came up a moment ago (first round trips), or
+ *    re-admits it), it came up a moment ago and has no round trip
+ *    measured yet (until the first echo, at most NZ_HB_WARMUP periods), or
  *    another path to the same peer is in doubt: answers on this one tell
  *    a silent path from a silent (busy, descheduled) peer
  *    (nz_conn_other_alive()).
@@ -1041,7 +1042,8 @@ static enum nz_probe nz_conn_probe(const struct nz_conn *conn,
 	u32 s;
 
 	if (conn->suspect || READ_ONCE(conn->inflight_bytes) ||
-	    time_before(now, conn->up_since + NZ_HB_WARMUP * period))
+	    (!READ_ONCE(conn->est.srtt_us) &&
+	     time_before(now, conn->up_since + NZ_HB_WARMUP * period)))
 		return NZ_PROBE_FAST;
 	for (s = 0; s < p->comm->nrails; s++)
 		if (READ_ONCE(p->conns[s].doubt))
