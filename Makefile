@@ -103,7 +103,7 @@ TORCH_CXXFLAGS = -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -Wno-unused-param
 	-Iuapi -Ilibnezha-user/include
 TORCH_LIBS = -L/usr/lib/python3/dist-packages/torch/lib -ltorch -ltorch_cpu -lc10 -ltorch_python
 
-.PHONY: all module lib tools tests check torch check-quick check-debug demo setup \
+.PHONY: all module lib tools tests check torch check-quick check-debug check-scale demo setup \
 	install uninstall man lint checkpatch sparse clean bench-nop bench-p2p bench-coll \
 	bench-failover bench-rdma bench-sched bench-train bench-cpu fuzz check-install
 
@@ -204,6 +204,12 @@ check-quick: all
 check-debug: setup
 	$(MAKE) all KVER=$(KVER)
 	scripts/check-debug.sh
+
+# More than two nodes: the collectives and the cost of health probes on
+# 2, 4 and 8 guests (selftests/guest/suites.scale); not in make check.
+check-scale: setup
+	$(MAKE) all KVER=$(KVER)
+	NZ_GUEST_ONLY=1 NZ_SCALE_SUITES=1 NZ_OUT=$(CURDIR)/build/test-output-scale selftests/run.sh
 
 demo: setup
 	$(MAKE) all KVER=$(KVER)

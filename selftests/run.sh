@@ -12,6 +12,8 @@
 # the host unit tests and static checks, NZ_TIMEOUT_SCALE=N multiplies each
 # suite's timeout, NZ_VM_MEM gives each guest that many MiB, and
 # NZ_DEBUG_SUITES=1 adds the suites of selftests/guest/suites.debug.
+# NZ_SCALE_SUITES=1 (make check-scale) runs the suites of
+# selftests/guest/suites.scale (2, 4 and 8 guests) instead of the others.
 #
 # NZ_WITH_DEBUG="SUITE..." (what `make check` sets) runs those suites on the
 # debug kernel as well, after the others, counted in the same totals, if
@@ -144,8 +146,9 @@ else
 			emit "not ok" "$name/: vm.sh exited $rc"
 		fi
 		echo "# guest suite $name took $(( $(date +%s) - start )) s"
-	done < <(cat selftests/guest/suites
-		 [ -z "${NZ_DEBUG_SUITES:-}" ] || cat selftests/guest/suites.debug)
+	done < <([ -n "${NZ_SCALE_SUITES:-}" ] || cat selftests/guest/suites
+		 [ -z "${NZ_DEBUG_SUITES:-}" ] || cat selftests/guest/suites.debug
+		 [ -z "${NZ_SCALE_SUITES:-}" ] || cat selftests/guest/suites.scale)
 fi
 
 # 4. A part of the debug-kernel lane (make check-debug runs all of it),

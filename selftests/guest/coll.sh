@@ -16,7 +16,6 @@
 . "$(dirname "$0")/lib.sh"
 CTL=$NZ_BIN/tools/nezhactl
 BIG=${NZ_COLL_BIG:-$((64 << 20))}
-JOB_TMO=${NZ_COLL_JOB_TIMEOUT:-240}
 
 check "insmod" nz_load
 i=0
@@ -26,33 +25,10 @@ for ifc in $NZ_IFS; do
 done
 export MASTER_ADDR=10.77.0.1 NEZHA_TIMEOUT_MS=60000
 
-# job NAME PORT WORLD ARGS...: run this guest's ranks of a WORLD-rank job
-# (nz_coll ARGS) at once and relay each one's TAP, prefixed with its rank.
-job() {
-	local name=$1 port=$2 world=$3 r i rc start=$SECONDS
-	local pids=() ranks=()
-	shift 3
-	for ((r = NZ_NODE; r < world; r += NZ_NODES)); do
-		RANK=$r WORLD_SIZE=$world MASTER_PORT=$port \
-			timeout -k 5 "$JOB_TMO" "$NZ_BIN/guest/nz_coll" "$@" \
-			>"$NZ_OUT/$name-rank$r.log" 2>&1 &
-		pids+=($!)
-		ranks+=("$r")
-	done
-	for i in "${!pids[@]}"; do
-		wait "${pids[i]}"
-		rc=$?
-		[ $rc = 124 ] && echo "# $name rank ${ranks[i]}: killed after $JOB_TMO s"
-		run_tap "$name rank ${ranks[i]} of $world" \
-			sh -c 'cat "$1"; exit "$2"' sh "$NZ_OUT/$name-rank${ranks[i]}.log" "$rc"
-	done
-	echo "# $name: $((SECONDS - start)) s"
-}
-
-job coll2 29600 2 suite "$BIG"
-job coll3 29601 3 suite "$BIG"
-job coll4 29602 4 suite "$BIG"
-job leave3 29603 3 exit
+coll_job coll2 29600 2 suite "$BIG"
+coll_job coll3 29601 3 suite "$BIG"
+coll_job coll4 29602 4 suite "$BIG"
+coll_job leave3 29603 3 exit
 
 check "no transfer left in flight" \
 	sh -c 'for i in $(seq 50); do [ "$(cat /sys/class/nezha/nezha/inflight)" = 0 ] && exit 0; sleep 0.2; done; exit 1'

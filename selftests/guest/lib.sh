@@ -61,3 +61,28 @@ rail_file() {	# rail_file RAIL FILE: a file under the rail's sysfs directory
 rail_stat() {	# rail_stat RAIL FIELD: one of the rail's counters (stats/)
 	rail_file "$1" "stats/$2"
 }
+# coll_job NAME PORT WORLD ARGS...: run this guest's ranks of a WORLD-rank
+# job (nz_coll ARGS) at once -- guest g has ranks g, g + NZ_NODES, ... --
+# and relay each one's TAP, prefixed with its rank.  Rank 0 (guest 0) is
+# the rendezvous: MASTER_ADDR is the caller's.  Each rank gets
+# NZ_COLL_JOB_TIMEOUT seconds (240).
+coll_job() {
+	local name=$1 port=$2 world=$3 r i rc start=$SECONDS
+	local pids=() ranks=() tmo=${NZ_COLL_JOB_TIMEOUT:-240}
+	shift 3
+	for ((r = NZ_NODE; r < world; r += NZ_NODES)); do
+		RANK=$r WORLD_SIZE=$world MASTER_PORT=$port \
+			timeout -k 5 "$tmo" "$NZ_BIN/guest/nz_coll" "$@" \
+			>"$NZ_OUT/$name-rank$r.log" 2>&1 &
+		pids+=($!)
+		ranks+=("$r")
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[i]}"
+		rc=$?
+		[ $rc = 124 ] && echo "# $name rank ${ranks[i]}: killed after $tmo s"
+		run_tap "$name rank ${ranks[i]} of $world" \
+			sh -c 'cat "$1"; exit "$2"' sh "$NZ_OUT/$name-rank${ranks[i]}.log" "$rc"
+	done
+	echo "# $name: $((SECONDS - start)) s"
+}

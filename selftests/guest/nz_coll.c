@@ -15,6 +15,13 @@
  *   nz_coll exit          the last rank leaves after a barrier; the others
  *                         must get an error from their next collectives,
  *                         well before the transfer timeout
+ *   nz_coll probes [S]    the cost of watching paths (Documentation/
+ *                         health.rst): probe and echo frames this node
+ *                         queued a second (stats/hb_frames of every rail)
+ *                         for S seconds (default 3) each: idle (at most 1
+ *                         a second, whatever the ranks), allreduces of
+ *                         1 MiB in a loop (each checked), and waiting for
+ *                         rank 0 in a barrier
  */
 #include <errno.h>
 #include <stdio.h>
@@ -143,10 +150,16 @@ static void test_matrix(struct nz_comm *c)
 	};
 	unsigned int rot = 0;
 
+	const char *only = getenv("NZ_COLL_ONLY");
+
 	for (int coll = 0; coll < NZ_COLL_COUNT; coll++) {
 		char why[200] = "";
 		int cases = 0, bad = 0;
 		double t = now_s();
+
+		/* NZ_COLL_ONLY=NAME: that collective only (debugging). */
+		if (only && *only && strcmp(only, nz_coll_name((enum nz_coll)coll)))
+			continue;
 
 		for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
 			for (int inplace = 0; inplace < 2; inplace++) {
@@ -333,6 +346,103 @@ static int leave(struct nz_comm *c)
 	return 0;
 }
 
+/* Probes and echoes this node queued so far, over every rail; -1 unknown. */
+static long long hb_frames(void)
+{
+	char path[128], line[32];
+	long long n = 0;
+	int found = 0;
+	FILE *f;
+
+	for (int i = 0; i < 16; i++) {
+		snprintf(path, sizeof(path), "/sys/class/nezha/rail-r%d/stats/hb_frames", i);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fgets(line, sizeof(line), f)) {
+			n += atoll(line);
+			found++;
+		}
+		fclose(f);
+	}
+	return found ? n : -1;
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = { (time_t)s, (long)((s - (double)(time_t)s) * 1e9) };
+
+	nanosleep(&ts, NULL);
+}
+
+static void probes(struct nz_comm *c, double secs)
+{
+	size_t count = (1u << 20) / 4;
+	float *buf = malloc(count * sizeof(float));
+	long long h0, h1;
+	long wrong = 0, iters = 0;
+	double t0, t;
+	int ret;
+
+	if (!buf) {
+		tap_ok(0, "probes: out of memory");
+		return;
+	}
+	/*
+	 * Connect every path the allreduce uses, then let the last rank out
+	 * of the barrier (on a guest that was descheduled) and the ACKs
+	 * settle.
+	 */
+	ret = nz_barrier(c);
+	if (!ret)
+		ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
+	if (!ret)
+		ret = nz_barrier(c);
+	sleep_s(1);
+	h0 = hb_frames();
+	t0 = now_s();
+	sleep_s(secs);
+	h1 = hb_frames();
+	t = now_s() - t0;
+	tap_ok(!ret && h0 >= 0 && (h1 - h0) / t <= 1.0,
+	       "probes: idle %d-rank job, %.1f probe and echo frames a second on this node (at most 1)%s%s",
+	       size, (double)(h1 - h0) / t, ret ? ": " : "", ret ? nz_last_error() : "");
+	ret = nz_barrier(c);
+	h0 = hb_frames();
+	t0 = now_s();
+	while (!ret && now_s() - t0 < secs) {
+		for (size_t i = 0; i < count; i++)
+			buf[i] = (float)((i + (size_t)rank + (size_t)iters) % 5);
+		ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
+		for (size_t i = 0; !ret && i < count; i++) {
+			float want = 0;
+
+			for (int r = 0; r < size; r++)
+				want += (float)((i + (size_t)r + (size_t)iters) % 5);
+			wrong += buf[i] != want;
+		}
+		iters++;
+	}
+	h1 = hb_frames();
+	t = now_s() - t0;
+	tap_ok(!ret && !wrong, "probes: %ld allreduces of 1 MiB (%s, %ld wrong), %.1f probe and echo frames a second on this node",
+	       iters, ret ? nz_last_error() : "ok", wrong, (double)(h1 - h0) / t);
+	if (!ret)
+		ret = nz_barrier(c);
+	h0 = hb_frames();
+	t0 = now_s();
+	if (rank == 0)
+		sleep_s(secs);
+	if (!ret)
+		ret = nz_barrier(c);
+	h1 = hb_frames();
+	t = now_s() - t0;
+	tap_ok(!ret, "probes: %s rank 0 in a barrier for %.1f s: %.1f probe and echo frames a second on this node%s%s",
+	       rank ? "waiting for" : "keeping", t, (double)(h1 - h0) / t,
+	       ret ? ": " : "", ret ? nz_last_error() : "");
+	free(buf);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "suite";
@@ -351,6 +461,8 @@ int main(int argc, char **argv)
 	tap_diag("rank %d of %d, %d rails", rank, size, nz_comm_nrails(c));
 	if (!strcmp(mode, "exit"))
 		leave(c);
+	else if (!strcmp(mode, "probes"))
+		probes(c, argc > 2 ? atof(argv[2]) : 3);
 	else
 		suite(c, big);
 	nz_comm_destroy(c);
