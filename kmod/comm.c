@@ -966,6 +966,27 @@ static bool nz_conn_other_alive(const struct nz_conn *conn)
 	return false;
 }
 
+/*
+ * The peer spoke on another path within the last half of the time that
+ * tears a silent path down: this one is broken, not the peer stalled.
+ */
+static bool nz_conn_peer_heard(const struct nz_conn *conn, unsigned long now,
+			       unsigned int ms)
+{
+	unsigned long since = now - msecs_to_jiffies(max(ms * conn->silent, 2U) / 2);
+	const struct nz_peer *p = conn->peer;
+	u32 s;
+
+	for (s = 0; s < p->comm->nrails; s++) {
+		const struct nz_conn *o = &p->conns[s];
+
+		if (o != conn && READ_ONCE(o->state) == NZ_CONN_UP &&
+		    time_after(o->quiet_since, since))
+			return true;
+	}
+	return false;
+}
+
 /* The transport's last arrival of any packet (jiffies), or 0. */
 static unsigned long nz_conn_rx_seen(struct nz_conn *conn)
 {
@@ -1189,7 +1210,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		WRITE_ONCE(conn->suspect, true);
 		nz_conn_suspect(conn);
 	}
-	if (nz_health_dead(conn->silent)) {
+	if (nz_health_dead(conn->silent, nz_conn_peer_heard(conn, now, ms))) {
 		nz_conn_fail_live(conn, -ETIMEDOUT);
 		return;
 	}

@@ -358,7 +358,7 @@ void nz_health_conn_connect_in(struct nz_conn *conn, unsigned int ms);
 void nz_health_conn_up(struct nz_conn *conn);
 bool nz_health_doubt(unsigned int silent);
 bool nz_health_suspect(unsigned int silent);
-bool nz_health_dead(unsigned int silent);
+bool nz_health_dead(unsigned int silent, bool peer_heard);
 unsigned long nz_health_wait_period(void);
 void nz_health_event(struct nz_conn *conn, u32 type, int err, u32 resent);
 int nz_health_set(const u32 *interval_ms, const u32 *misses,
