@@ -18,7 +18,7 @@
  *   nz_coll probes [S]    the cost of watching paths (Documentation/
  *                         health.rst): probe and echo frames this node
  *                         queued a second (stats/hb_frames of every rail)
- *                         for S seconds (default 3) each: idle (at most 1
+ *                         for S seconds (default 3) each: idle (at most 8
  *                         a second, whatever the ranks), allreduces of
  *                         1 MiB in a loop (each checked), and waiting for
  *                         rank 0 in a barrier
@@ -404,13 +404,20 @@ static void probes(struct nz_comm *c, double secs)
 	sleep_s(secs);
 	h1 = hb_frames();
 	t = now_s() - t0;
-	tap_ok(!ret && h0 >= 0 && (h1 - h0) / t <= 1.0,
-	       "probes: idle %d-rank job, %.1f probe and echo frames a second on this node (at most 1)%s%s",
+	/*
+	 * Most runs count none.  Up to 6 a second were seen now and then on
+	 * 4 and 8 guests (a path that came up late, a rank still leaving the
+	 * barrier): at most what one waiting path costs, 8, whatever the
+	 * ranks.  The module before sent 150-230 a second on every path.
+	 */
+	tap_ok(!ret && h0 >= 0 && (h1 - h0) / t <= 8.0,
+	       "probes: idle %d-rank job, %.1f probe and echo frames a second on this node (at most 8)%s%s",
 	       size, (double)(h1 - h0) / t, ret ? ": " : "", ret ? nz_last_error() : "");
 	ret = nz_barrier(c);
 	h0 = hb_frames();
 	t0 = now_s();
-	while (!ret && now_s() - t0 < secs) {
+	/* Rank 0 says when time is up: every rank runs as many allreduces. */
+	for (int more = 1; !ret && more; ) {
 		for (size_t i = 0; i < count; i++)
 			buf[i] = (float)((i + (size_t)rank + (size_t)iters) % 5);
 		ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
@@ -422,6 +429,9 @@ static void probes(struct nz_comm *c, double secs)
 			wrong += buf[i] != want;
 		}
 		iters++;
+		more = now_s() - t0 < secs;
+		if (!ret)
+			ret = nz_broadcast(c, &more, &more, 1, NZ_INT32, 0);
 	}
 	h1 = hb_frames();
 	t = now_s() - t0;
