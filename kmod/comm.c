@@ -944,6 +944,27 @@ static void nz_conn_suspect(struct nz_conn *conn)
 }
 
 /*
+ * Did the peer speak after since on another path that is up (and, with
+ * usable, not suspect)?
+ */
+static bool nz_conn_other_heard(const struct nz_conn *conn,
+				unsigned long since, bool usable)
+{
+	const struct nz_peer *p = conn->peer;
+	u32 s;
+
+	for (s = 0; s < p->comm->nrails; s++) {
+		const struct nz_conn *o = &p->conns[s];
+
+		if (o != conn && READ_ONCE(o->state) == NZ_CONN_UP &&
+		    !(usable && READ_ONCE(o->suspect)) &&
+		    time_after(o->quiet_since, since))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Is another path to the peer alive: did something arrive on it after this
  * one went quiet (by more than a heartbeat period)?  When every path went
  * silent at once it is the peer (or this host) that stalls, not a path:
@@ -952,39 +973,8 @@ static void nz_conn_suspect(struct nz_conn *conn)
 static bool nz_conn_other_alive(const struct nz_conn *conn)
 {
 	unsigned long period = msecs_to_jiffies(READ_ONCE(nz_health.hb_interval_ms));
-	const struct nz_peer *p = conn->peer;
-	u32 s;
 
-	for (s = 0; s < p->comm->nrails; s++) {
-		const struct nz_conn *o = &p->conns[s];
-
-		if (o != conn && READ_ONCE(o->state) == NZ_CONN_UP &&
-		    !READ_ONCE(o->suspect) &&
-		    time_after(o->quiet_since, conn->quiet_since + period))
-			return true;
-	}
-	return false;
-}
-
-/*
- * The peer spoke on another path within the last half of the time that
- * tears a silent path down: this one is broken, not the peer stalled.
- */
-static bool nz_conn_peer_heard(const struct nz_conn *conn, unsigned long now,
-			       unsigned int ms)
-{
-	unsigned long since = now - msecs_to_jiffies(max(ms * conn->silent, 2U) / 2);
-	const struct nz_peer *p = conn->peer;
-	u32 s;
-
-	for (s = 0; s < p->comm->nrails; s++) {
-		const struct nz_conn *o = &p->conns[s];
-
-		if (o != conn && READ_ONCE(o->state) == NZ_CONN_UP &&
-		    time_after(o->quiet_since, since))
-			return true;
-	}
-	return false;
+	return nz_conn_other_heard(conn, conn->quiet_since + period, true);
 }
 
 /* The transport's last arrival of any packet (jiffies), or 0. */
@@ -1034,7 +1024,6 @@ static void nz_conn_fail_live(struct nz_conn *conn, int err)
 		nz_conn_fail(conn, tp, err);
 }
 
-/* health.c, every heartbeat period, for each connection. */
 /*
  * How a path is probed now.  A probe is a HEARTBEAT that asks for an echo:
  * it makes the other end speak, and only the end that needs an answer
@@ -1075,6 +1064,7 @@ static enum nz_probe nz_conn_probe(const struct nz_conn *conn,
 	return NZ_PROBE_NONE;
 }
 
+/* health.c, every heartbeat period, for each connection. */
 void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 {
 	unsigned int marks = READ_ONCE(conn->rx_marks);
@@ -1210,7 +1200,15 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		WRITE_ONCE(conn->suspect, true);
 		nz_conn_suspect(conn);
 	}
-	if (nz_health_dead(conn->silent, nz_conn_peer_heard(conn, now, ms))) {
+	/*
+	 * Silent long enough to tear down: a broken path if the peer spoke
+	 * on another one within the last half of this silence, else the
+	 * peer stalls (or is gone) and gets longer (nz_health_peer_gone()).
+	 */
+	if (nz_health_dead(conn->silent) &&
+	    (nz_health_peer_gone(conn->silent) ||
+	     nz_conn_other_heard(conn, now - msecs_to_jiffies(ms * conn->silent / 2),
+				 false))) {
 		nz_conn_fail_live(conn, -ETIMEDOUT);
 		return;
 	}

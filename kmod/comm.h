@@ -347,6 +347,7 @@ void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it);
 
 /* sysfs.c */
 int nz_sysfs_conn_add(struct nz_conn *conn);
+const char *nz_conn_state_name(enum nz_conn_state state);
 void nz_sysfs_conn_del(struct nz_conn *conn);
 
 /* health.c: every timer of a communicator. */
@@ -358,7 +359,8 @@ void nz_health_conn_connect_in(struct nz_conn *conn, unsigned int ms);
 void nz_health_conn_up(struct nz_conn *conn);
 bool nz_health_doubt(unsigned int silent);
 bool nz_health_suspect(unsigned int silent);
-bool nz_health_dead(unsigned int silent, bool peer_heard);
+bool nz_health_dead(unsigned int silent);
+bool nz_health_peer_gone(unsigned int silent);
 unsigned long nz_health_wait_period(void);
 void nz_health_event(struct nz_conn *conn, u32 type, int err, u32 resent);
 int nz_health_set(const u32 *interval_ms, const u32 *misses,

@@ -19,8 +19,8 @@
  *    an echo, arrivals after NZ_SUSPECT_MIN_MS (comm.c).  Silent for
  *    NZ_DEAD_FACTOR times longer (at least NZ_DEAD_MIN_MS) while the
  *    peer is heard on another path, or NZ_DEAD_PEER_MS when it is heard
- *    on none, it is torn down and reconnected.  This is what catches a silent blackhole
- *    (packets dropped, link still up).
+ *    on none, it is torn down and reconnected.  This is what catches a
+ *    silent blackhole (packets dropped, link still up).
  *    Silence is time since the last arrival, so late runs still count; a
  *    stall of our own (a run more than NZ_STALL_MS late, as in a
  *    descheduled virtual machine) never counts as the path's silence.
@@ -268,14 +268,28 @@ bool nz_health_suspect(unsigned int silent)
  * made it late -- or it is gone.  That takes NZ_DEAD_PEER_MS to decide;
  * the transfers with it then fail after the grace period.
  */
-bool nz_health_dead(unsigned int silent, bool peer_heard)
+static unsigned int nz_health_dead_ms(void)
 {
 	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
 
-	if (!peer_heard)
-		return silent >= NZ_DEAD_PEER_MS / ms;
-	return silent >= max(READ_ONCE(nz_health.hb_misses) * NZ_DEAD_FACTOR,
-			     NZ_DEAD_MIN_MS / ms);
+	return max(ms * READ_ONCE(nz_health.hb_misses) * NZ_DEAD_FACTOR,
+		   (unsigned int)NZ_DEAD_MIN_MS);
+}
+
+/* Silent periods that tear down a path whose peer is heard elsewhere. */
+bool nz_health_dead(unsigned int silent)
+{
+	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
+
+	return silent >= nz_health_dead_ms() / ms;
+}
+
+/* ... and one whose peer is heard on no path: never sooner. */
+bool nz_health_peer_gone(unsigned int silent)
+{
+	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
+
+	return silent >= max_t(unsigned int, nz_health_dead_ms(), NZ_DEAD_PEER_MS) / ms;
 }
 
 /*
@@ -285,11 +299,7 @@ bool nz_health_dead(unsigned int silent, bool peer_heard)
  */
 unsigned long nz_health_wait_period(void)
 {
-	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
-
-	ms = max(ms * READ_ONCE(nz_health.hb_misses) * NZ_DEAD_FACTOR,
-		 (unsigned int)NZ_DEAD_MIN_MS);
-	return msecs_to_jiffies(ms / 8);
+	return msecs_to_jiffies(nz_health_dead_ms() / 8);
 }
 
 /* ---- link events -------------------------------------------------------------- */

@@ -1313,9 +1313,7 @@ static void nz_msg_describe(const struct nz_msg *m, char *buf, size_t len)
 
 		n += scnprintf(buf + n, len - n, " %s %s%s%s in flight %llu, %u ctrl, silent %u",
 			       c->rail ? c->rail->name : "?",
-			       c->state == NZ_CONN_UP ? "up" :
-			       c->state == NZ_CONN_CONNECTING ? "connecting" :
-			       c->state == NZ_CONN_IDLE ? "down" : "dead",
+			       nz_conn_state_name(c->state),
 			       c->suspect ? " suspect" : "",
 			       c->rx_blocked ? " blocked" : "",
 			       c->inflight_bytes, c->nctrl, c->silent);

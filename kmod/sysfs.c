@@ -287,8 +287,7 @@ NZ_CONN_ATTR_ATOMIC64(bytes_rx);
 NZ_CONN_ATTR_ATOMIC64(chunks_tx);
 NZ_CONN_ATTR_ATOMIC64(chunks_rx);
 
-static ssize_t nz_conn_state_show(struct kobject *k, struct kobj_attribute *a,
-				  char *buf)
+const char *nz_conn_state_name(enum nz_conn_state state)
 {
 	static const char *const names[] = {
 		[NZ_CONN_IDLE] = "idle",
@@ -297,7 +296,14 @@ static ssize_t nz_conn_state_show(struct kobject *k, struct kobj_attribute *a,
 		[NZ_CONN_DEAD] = "dead",
 	};
 
-	return sysfs_emit(buf, "%s\n", names[READ_ONCE(to_nz_conn(k)->state)]);
+	return names[state];
+}
+
+static ssize_t nz_conn_state_show(struct kobject *k, struct kobj_attribute *a,
+				  char *buf)
+{
+	return sysfs_emit(buf, "%s\n",
+			  nz_conn_state_name(READ_ONCE(to_nz_conn(k)->state)));
 }
 
 static struct kobj_attribute nz_conn_attr_state = __ATTR(state, 0444,
