@@ -14,15 +14,9 @@
 # address 10.77.0.1) is the rendezvous.  NZ_COLL_BIG (bytes, 64 MiB)
 # sizes the big allreduce; 0 skips it.
 . "$(dirname "$0")/lib.sh"
-CTL=$NZ_BIN/tools/nezhactl
 BIG=${NZ_COLL_BIG:-$((64 << 20))}
 
-check "insmod" nz_load
-i=0
-for ifc in $NZ_IFS; do
-	check "rail add r$i dev $ifc" "$CTL" rail add "r$i" proto tcp dev "$ifc"
-	i=$((i + 1))
-done
+nz_load_tcp_rails
 export MASTER_ADDR=10.77.0.1 NEZHA_TIMEOUT_MS=60000
 
 coll_job coll2 29600 2 suite "$BIG"

@@ -52,6 +52,14 @@ nz_load() {	# nz_load [params]: insmod the module built in this tree
 	# shellcheck disable=SC2086  # NZ_MODULE_PARAMS: words, from vm.sh
 	insmod "$NZ_KO" ${NZ_MODULE_PARAMS:-} "$@"
 }
+nz_load_tcp_rails() {	# insmod, then TCP rail rI on the I-th device of NZ_IFS
+	local i=0 ifc
+	check "insmod" nz_load
+	for ifc in $NZ_IFS; do
+		check "rail add r$i dev $ifc" "$NZ_BIN/tools/nezhactl" rail add "r$i" proto tcp dev "$ifc"
+		i=$((i + 1))
+	done
+}
 nz_unload() {
 	rmmod nezha
 }

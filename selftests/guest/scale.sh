@@ -14,12 +14,7 @@
 CTL=$NZ_BIN/tools/nezhactl
 BIG=${NZ_SCALE_BIG:-$((4 << 20))}
 
-check "insmod" nz_load
-i=0
-for ifc in $NZ_IFS; do
-	check "rail add r$i dev $ifc" "$CTL" rail add "r$i" proto tcp dev "$ifc"
-	i=$((i + 1))
-done
+nz_load_tcp_rails
 export MASTER_ADDR=10.77.0.1 NEZHA_TIMEOUT_MS=120000
 export NZ_COLL_JOB_TIMEOUT=${NZ_COLL_JOB_TIMEOUT:-900}
 
