@@ -14,11 +14,14 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <linux/rtnetlink.h>
 #include "nezhactl.h"
 
@@ -239,6 +242,43 @@ static int nzctl_batch_line(const char *line, const char *where,
 	return ret;
 }
 
+/*
+ * Under systemd (Type=notify): tell the service manager that the file is
+ * applied -- every rail whose device is there is added -- so that
+ * "systemctl start nezha" returns only then, while rails still waiting for
+ * their device do not hold up the boot.  The protocol is one datagram to
+ * $NOTIFY_SOCKET (sd_notify(3)); a name starting with '@' is abstract.
+ */
+static void nzctl_notify_ready(void)
+{
+	static int sent;
+	const char *path = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char msg[96];
+	size_t len;
+	int fd;
+
+	if (sent || !path || (path[0] != '/' && path[0] != '@'))
+		return;
+	len = strlen(path);
+	if (len >= sizeof(sa.sun_path))
+		return;
+	memcpy(sa.sun_path, path, len);
+	if (path[0] == '@')
+		sa.sun_path[0] = '\0';
+	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=%d rail(s) waiting for a device",
+		 nzctl_npend);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (sendto(fd, msg, strlen(msg), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
+		fprintf(stderr, "nezhactl: $NOTIFY_SOCKET: %s\n", strerror(errno));
+	else
+		sent = 1;
+	close(fd);
+}
+
 /* Retry the waiting rails; drop those added or refused for good. */
 static int nzctl_retry_pending(void)
 {
@@ -396,6 +436,7 @@ static int nzctl_batch_file(const char *file, const char *only)
 	if (f != stdin)
 		fclose(f);
 	if ((!first || nzctl.force) && nzctl_npend) {
+		nzctl_notify_ready();
 		ret = nzctl_wait_pending();
 		first = first ? first : ret;
 	}
@@ -499,6 +540,8 @@ int main(int argc, char **argv)
 	if (nzctl.netns && nzctl_setns(nzctl.netns))
 		return NZCTL_EXIT_FAIL;
 	ret = batch ? nzctl_batch(batch, NULL) : nzctl_run(argc - i, argv + i);
+	if (batch && !ret)
+		nzctl_notify_ready();
 	if (fflush(stdout) && !ret)
 		ret = -EIO;
 	return nzctl_exit_code(ret);

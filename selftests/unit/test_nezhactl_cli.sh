@@ -162,5 +162,30 @@ expect "-b: a kernel error is status 1" 1 "$T/nezha.conf:2: command failed" "$CT
 printf 'rail add r0 proto "tcp\n' >"$T/b2"
 expect "-b: an unterminated quote" 255 "$T/b2:1: unterminated quote" "$CTL" -b "$T/b2"
 
-[ $n = 62 ] || not_ok "plan: $n tests ran, 62 planned"
+# Under systemd (Type=notify), -b says READY=1 once the file is applied,
+# and never after a failure: "systemctl start nezha" returns only then.
+notified() {	# notified CMD...: what CMD sent to $NOTIFY_SOCKET, or "nothing"
+	"$PY" - "$T/notify" "$@" <<'EOP'
+import os, socket, subprocess, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+subprocess.run(sys.argv[2:], env=dict(os.environ, NOTIFY_SOCKET=sys.argv[1]),
+               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+s.settimeout(0.5)
+try:
+    print(s.recv(512).decode().replace("\n", " "))
+except socket.timeout:
+    print("nothing")
+EOP
+	rm -f "$T/notify"
+}
+printf 'device set mode 0660\n' >"$T/b3"
+got=$(notified "$CTL" -w -b "$T/b3")
+[[ $got == "READY=1 STATUS=0 rail(s) waiting for a device" ]] && ok "-b under systemd: READY=1 once applied" ||
+	not_ok "-b under systemd: READY=1 once applied" "got '$got'"
+got=$(notified "$CTL" -b "$T/b1")
+[ "$got" = nothing ] && ok "-b under systemd: no READY=1 after a failed line" ||
+	not_ok "-b under systemd: no READY=1 after a failed line" "got '$got'"
+
+[ $n = 64 ] || not_ok "plan: $n tests ran, 64 planned"
 exit $((failed > 0))
