@@ -7,7 +7,7 @@
 # /dev/ttyS1, the result channel.  Protocol on ttyS1:
 #     NZ-BEGIN <nonce> <uptime>      before the script starts
 #     ...                            the script's output
-#     NZ-EXIT <code> <nonce>         after the script exited
+#     NZ-EXIT <code> <nonce> <uptime> after the script exited
 #     NZ-SETUP-FAIL <reason>         set-up failed; the script did not run
 # The nonce is made here and never shown to the script, so the script's own
 # output cannot pass for the final status line.  Returning hands control
@@ -137,7 +137,8 @@ if [ -w "$kmemleak" ]; then
 fi
 
 dmesg >"$NZ_OUT/dmesg" 2>/dev/null
-echo "NZ-EXIT $rc $nonce" >&3
+read -r uptime _ </proc/uptime
+echo "NZ-EXIT $rc $nonce $uptime" >&3
 # stty sets the line with TCSADRAIN: it returns once the status line is out.
 stty -F "$result" -echo 2>/dev/null
 exit 0

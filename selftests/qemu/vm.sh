@@ -26,8 +26,16 @@
 # a kernel that prints while it boots (loglevel=6, earlyprintk).
 #
 # Output: TAP lines ("ok - g0: ..." / "not ok - g0: ..."), "# " comments.
+# A guest's clock is the host's TSC (tsc=reliable, TCG): when the host's TSC
+# jumps (its own virtual machine paused, restored or migrated) the guest's
+# clock jumps with it and every kernel timer fires at once; CI saw a jump of
+# 462,342 s (2026-12-03).  A guest whose clock ran more than 30 s ahead of
+# the host's over its script is reported, and a failed run with such a
+# jump exits 76: its results say nothing about the code.
+#
 # Exit status: 0 when no line was "not ok" (but for "# TODO"), 1 otherwise,
-# 2 on usage or set-up errors, 75 when a boot hung (NZ_BOOT_SILENCE).
+# 2 on usage or set-up errors, 75 when a boot hung (NZ_BOOT_SILENCE), 76
+# when the run failed and a guest's clock jumped.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -468,6 +476,7 @@ killed_at=
 timed_out=()
 boot_silence=${NZ_BOOT_SILENCE:-0}
 boot_hung=
+clock_jumped=
 declare -a con_size con_seen
 while :; do
 	running=0
@@ -475,6 +484,7 @@ while :; do
 		[ -z "${ended[g]:-}" ] || continue
 		if [ -z "${begun[g]:-}" ] && grep -q '^NZ-BEGIN ' "$outdir/guest$g.result" 2>/dev/null; then
 			begun[g]=$(date +%s.%N)
+			read -r "hbegun[g]" _ </proc/uptime
 		fi
 		# The boot watchdog: console silent too long before the script.
 		if [ "$boot_silence" -gt 0 ] && [ -z "${begun[g]:-}" ] && [ -z "$killed_at" ]; then
@@ -497,6 +507,7 @@ while :; do
 			continue
 		fi
 		ended[g]=$(date +%s.%N)
+		read -r "hended[g]" _ </proc/uptime
 		rc=0
 		wait "${qpids[g]}" || rc=$?
 		qrc[g]=$rc
@@ -590,6 +601,14 @@ for ((g = 0; g < nodes; g++)); do
 	boot=$(awk '$1 == "NZ-BEGIN" { print $3; exit }' "$res")
 	code=
 	[ -z "$nonce" ] || code=$(awk -v n="$nonce" '$1 == "NZ-EXIT" && $3 == n { c = $2 } END { print c }' "$res")
+	gend=
+	[ -z "$nonce" ] || gend=$(awk -v n="$nonce" '$1 == "NZ-EXIT" && $3 == n { u = $4 } END { print u }' "$res")
+	if [ -n "$gend" ] && [ -n "$boot" ] && [ -n "${hbegun[g]:-}" ] && [ -n "${hended[g]:-}" ] &&
+	   awk -v g="$(secs "$boot" "$gend")" -v h="$(secs "${hbegun[g]}" "${hended[g]}")" \
+		'BEGIN { exit !(g > h + 30) }'; then
+		echo "# g$g: its clock ran $(secs "$boot" "$gend") s over the script, the host's $(secs "${hbegun[g]}" "${hended[g]}") s: the host's TSC jumped (its machine paused or migrated?)"
+		clock_jumped=1
+	fi
 	setup=$(sed -n 's/^NZ-SETUP-FAIL //p' "$res" | head -n 1)
 	if [ -n "$setup" ]; then
 		tap_fail "g$g: guest set-up failed: $setup"
@@ -645,4 +664,5 @@ fi
 
 echo "# total $(secs "$t0" "$(date +%s.%N)") s; logs in $outdir"
 [ -z "$boot_hung" ] || exit 75
+[ "$failed" = 0 ] || [ -z "$clock_jumped" ] || exit 76
 exit $failed
