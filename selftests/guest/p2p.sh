@@ -10,12 +10,7 @@
 CTL=$NZ_BIN/tools/nezhactl
 ADDR0=${NZ_ADDRS%% *}
 
-check "insmod" nz_load
-i=0
-for ifc in $NZ_IFS; do
-	check "rail add r$i dev $ifc" "$CTL" rail add "r$i" proto tcp dev "$ifc"
-	i=$((i + 1))
-done
+nz_load_tcp_rails
 export MASTER_ADDR=10.77.0.1 RANK=$NZ_NODE WORLD_SIZE=$NZ_NODES
 export NEZHA_TIMEOUT_MS=60000
 MASTER_PORT=29500 run_tap p2p "$NZ_BIN/guest/nz_p2p"
@@ -129,6 +124,7 @@ keyjob insecure 29812 60000 -u NEZHA_JOB_KEY_FILE NEZHA_INSECURE=1
 rc=$?
 check "NEZHA_INSECURE=1: a job without a key forms, with a warning" \
 	sh -c "[ $rc = 0 ] && grep -q 'warning: NEZHA_INSECURE=1' $NZ_OUT/insecure.log"
+
 
 # The chunk unit comes from the slowest link of the job's rails: NICs that
 # say 40 Mbit/s (virtio-net takes a speed from ethtool) give 32 KiB chunks,
