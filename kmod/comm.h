@@ -98,6 +98,7 @@ struct nz_msg {
 	bool complete;			/* every byte arrived */
 	bool discard;			/* receive failed: drain the rest */
 	bool cqe_posted;		/* nz_msg_complete() ran or will */
+	bool overdue_said;		/* logged as kept past its deadline */
 	u64 budget;			/* unexpected bytes it holds */
 };
 

@@ -1320,14 +1320,34 @@ static void nz_msg_describe(const struct nz_msg *m, char *buf, size_t len)
 	}
 }
 
+/*
+ * A transfer whose deadline passed a whole timeout ago and that has not
+ * expired: its own bytes may not move, but other transfers with the peer
+ * do, and those keep it alive (nz_msg_expired()).  That is right for one
+ * queued behind a long transfer; for one the peer will never send, it is a
+ * wait without end that nothing else reports.  Said once per transfer.
+ */
+static bool nz_msg_overdue(struct nz_msg *m)
+{
+	const struct nz_xreq *x = m->xreq;
+
+	if (!x || m->overdue_said ||
+	    !time_after(jiffies, x->deadline + x->timeout))
+		return false;
+	m->overdue_said = true;
+	return true;
+}
+
 static void nz_scan_list(struct list_head *list, struct list_head *done,
-			 s32 force, char *why, size_t len)
+			 s32 force, char *why, char *late, size_t len)
 {
 	struct nz_msg *m, *tmp;
 	s32 err;
 
 	list_for_each_entry_safe(m, tmp, list, node) {
 		err = force ? force : nz_msg_expired(m);
+		if (!err && late && !late[0] && nz_msg_overdue(m))
+			nz_msg_describe(m, late, len);
 		if (!err)
 			continue;
 		if (!m->xreq && !force)
@@ -1346,17 +1366,21 @@ static void nz_scan_list(struct list_head *list, struct list_head *done,
 void nz_peer_scan(struct nz_peer *p)
 {
 	LIST_HEAD(done);
-	char why[512];
+	char why[384], late[384];
 
 	why[0] = 0;
+	late[0] = 0;
 	spin_lock_bh(&p->lock);
-	nz_scan_list(&p->tx_msgs, &done, 0, why, sizeof(why));
-	nz_scan_list(&p->posted, &done, 0, why, sizeof(why));
-	nz_scan_list(&p->rx_msgs, &done, 0, why, sizeof(why));
+	nz_scan_list(&p->tx_msgs, &done, 0, why, late, sizeof(why));
+	nz_scan_list(&p->posted, &done, 0, why, late, sizeof(why));
+	nz_scan_list(&p->rx_msgs, &done, 0, why, late, sizeof(why));
 	spin_unlock_bh(&p->lock);
 	if (why[0])
 		pr_warn_ratelimited("transfer with rank %u timed out: %s\n",
 				    p->rank, why);
+	if (late[0])
+		pr_warn_ratelimited("transfer with rank %u past its deadline by a whole timeout, kept alive by other traffic with that rank: %s\n",
+				    p->rank, late);
 	nz_complete_list(&done);
 }
 
@@ -1393,9 +1417,9 @@ void nz_peer_fail_all(struct nz_peer *p, s32 err)
 	LIST_HEAD(done);
 
 	spin_lock_bh(&p->lock);
-	nz_scan_list(&p->tx_msgs, &done, err, NULL, 0);
-	nz_scan_list(&p->posted, &done, err, NULL, 0);
-	nz_scan_list(&p->rx_msgs, &done, err, NULL, 0);
+	nz_scan_list(&p->tx_msgs, &done, err, NULL, NULL, 0);
+	nz_scan_list(&p->posted, &done, err, NULL, NULL, 0);
+	nz_scan_list(&p->rx_msgs, &done, err, NULL, NULL, 0);
 	list_splice_init(&p->resend, &chunks);
 	spin_unlock_bh(&p->lock);
 	nz_complete_list(&done);

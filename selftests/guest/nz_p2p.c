@@ -352,6 +352,59 @@ static int stream(struct nz_comm *c, int seconds)
 	return ret ? 3 : 0;
 }
 
+/*
+ * "overdue SECONDS": rank 1 posts a receive on tag 7 at once, which rank 0
+ * sends only after SECONDS of 64 KiB messages on tag 8, one every 100 ms
+ * (rank 1 receives them), and an empty one that ends them.  With
+ * NEZHA_OP_TIMEOUT_MS under half of SECONDS the receive passes its deadline
+ * by a whole timeout while other traffic with its peer keeps it alive:
+ * the module says so in its log, and the receive still completes.
+ * Exit status 0 when every transfer succeeded.
+ */
+static int overdue(struct nz_comm *c, int seconds)
+{
+	size_t len = 64u << 10, got = 0;
+	uint8_t *buf = malloc(len), small[4096];
+	struct nz_request *req = NULL;
+	double end = now_s() + seconds;
+	struct nz_status st;
+	int ret = 0, n = 0;
+
+	if (!buf)
+		return 1;
+	if (rank == 1)
+		ret = nz_irecv(c, small, sizeof(small), peer, 7, &req);
+	while (!ret) {
+		if (rank == 0) {
+			size_t l = now_s() < end ? len : 0;
+
+			fill(buf, l, n);
+			ret = nz_send(c, buf, l, peer, 8);
+			if (!l)
+				break;
+			usleep(100000);
+		} else {
+			ret = nz_recv(c, buf, len, peer, 8, &got);
+			if (!ret && !got)
+				break;
+		}
+		n++;
+	}
+	if (!ret && rank == 0) {
+		fill(small, sizeof(small), 7);
+		ret = nz_send(c, small, sizeof(small), peer, 7);
+	} else if (!ret) {
+		ret = nz_wait(req, &st);
+		if (!ret && (st.bytes != sizeof(small) ||
+			     check(small, sizeof(small), 7) >= 0))
+			ret = -EBADMSG;
+	}
+	printf("# rank %d: %d messages on tag 8, then the one on tag 7: %s\n",
+	       rank, n, ret ? strerror(-ret) : "ok");
+	free(buf);
+	return ret ? 1 : 0;
+}
+
 /* One value of our connection's sysfs directory on rail slot s. */
 static int peer_sysfs_read(struct nz_comm *c, int s, const char *file,
 			   char *line, size_t len)
@@ -760,6 +813,17 @@ int main(int argc, char **argv)
 		rank = nz_comm_rank(c);
 		peer = 1 - rank;
 		ret = drill(c, atoi(argv[2]), argc - 3, argv + 3);
+		nz_comm_destroy(c);
+		return ret;
+	}
+	if (argc == 3 && !strcmp(argv[1], "overdue")) {
+		if (ret) {
+			printf("# init: %s\n", nz_last_error());
+			return 1;
+		}
+		rank = nz_comm_rank(c);
+		peer = 1 - rank;
+		ret = overdue(c, atoi(argv[2]));
 		nz_comm_destroy(c);
 		return ret;
 	}
