@@ -345,6 +345,7 @@ struct nz_tx_item {
 };
 int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it);
 void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it);
+void nz_conn_tx_abort(struct nz_conn *conn, struct nz_tx_item *it);
 
 /* sysfs.c */
 int nz_sysfs_conn_add(struct nz_conn *conn);

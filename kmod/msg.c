@@ -1214,6 +1214,42 @@ void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
 }
 
 /*
+ * The transport gave up on it->chunk half-way through writing it (the
+ * connection closes, or the write failed): that write will never report
+ * done.  The chunk stops counting as a writer of its message, so that a
+ * message waiting only for it posts its CQE now.  One still on the
+ * connection's list stays there for nz_conn_requeue_chunks(); one that was
+ * acknowledged meanwhile (a copy sent on another path arrived first) is on
+ * no list any more, and is freed here.  Before, such a send never
+ * completed: with 16 ranks on 8 guests, where overloaded paths are
+ * suspected and torn down all the time, a rank hung in alltoall with its
+ * send's CQE held back for good.
+ */
+void nz_conn_tx_abort(struct nz_conn *conn, struct nz_tx_item *it)
+{
+	struct nz_chunk *ch = it->chunk;
+	struct nz_peer *p = conn->peer;
+	bool complete = false, free_it;
+	struct nz_msg *m;
+
+	if (!ch)
+		return;
+	it->chunk = NULL;
+	m = ch->msg;
+	spin_lock_bh(&p->lock);
+	if (ch->busy) {
+		ch->busy = false;
+		complete = nz_msg_writer_done(m);
+	}
+	free_it = ch->acked;
+	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(m);
+	if (free_it)
+		nz_chunk_free(ch);
+}
+
+/*
  * The connection lost its transport: every chunk it carried and that was
  * not acknowledged goes back to the peer, to be sent again on any rail.
  * The receiver drops what it already has and acknowledges it anyway.

@@ -650,8 +650,10 @@ static void nz_rdma_tx_work(struct work_struct *work)
 		ret = nz_rdma_post_frame(rc, idx, imm, &it.f,
 					 &conn->peer->comm->lim,
 					 it.chunk ? &it.iter : NULL);
-		if (ret)
+		if (ret) {
+			nz_conn_tx_abort(conn, &it);
 			goto fail;
+		}
 		nz_conn_tx_done(conn, &it);
 	}
 	queue_work(nz_rdma_wq, &rc->tx_work);	/* more later, be fair */

@@ -532,8 +532,10 @@ static void nz_tcp_tx_work(struct work_struct *work)
 				goto fail;
 			ret = nz_wire_encode(&tc->tx.f, &conn->peer->comm->lim,
 					     tc->tx_hdr, sizeof(tc->tx_hdr));
-			if (ret < 0)
+			if (ret < 0) {
+				nz_conn_tx_abort(conn, &tc->tx);
 				goto fail;
+			}
 			tc->tx_hdr_len = ret;
 			tc->tx_hdr_sent = 0;
 			tc->tx_left = tc->tx.chunk ? tc->tx.chunk->len : 0;
@@ -732,6 +734,10 @@ static void nz_tcp_conn_close(struct nz_conn *conn)
 	}
 	if (tc->rx_in_body)
 		nz_conn_rx_data_abort(conn, &tc->rx_dest);
+	if (tc->tx_busy) {
+		nz_conn_tx_abort(conn, &tc->tx);
+		tc->tx_busy = false;
+	}
 	if (!leaving || !nz_tcp_linger(tc->sock)) {
 		kernel_sock_shutdown(tc->sock, SHUT_RDWR);
 		sock_release(tc->sock);

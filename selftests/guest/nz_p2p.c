@@ -805,36 +805,21 @@ int main(int argc, char **argv)
 		nz_comm_destroy(c);
 		return ret;
 	}
-	if (argc >= 3 && !strcmp(argv[1], "drill")) {
+	if ((argc >= 3 && !strcmp(argv[1], "drill")) ||
+	    (argc == 3 && (!strcmp(argv[1], "overdue") ||
+			   !strcmp(argv[1], "stream")))) {
 		if (ret) {
 			printf("# init: %s\n", nz_last_error());
 			return 1;
 		}
 		rank = nz_comm_rank(c);
 		peer = 1 - rank;
-		ret = drill(c, atoi(argv[2]), argc - 3, argv + 3);
-		nz_comm_destroy(c);
-		return ret;
-	}
-	if (argc == 3 && !strcmp(argv[1], "overdue")) {
-		if (ret) {
-			printf("# init: %s\n", nz_last_error());
-			return 1;
-		}
-		rank = nz_comm_rank(c);
-		peer = 1 - rank;
-		ret = overdue(c, atoi(argv[2]));
-		nz_comm_destroy(c);
-		return ret;
-	}
-	if (argc == 3 && !strcmp(argv[1], "stream")) {
-		if (ret) {
-			printf("# init: %s\n", nz_last_error());
-			return 1;
-		}
-		rank = nz_comm_rank(c);
-		peer = 1 - rank;
-		ret = stream(c, atoi(argv[2]));
+		if (argv[1][0] == 'd')
+			ret = drill(c, atoi(argv[2]), argc - 3, argv + 3);
+		else if (argv[1][0] == 'o')
+			ret = overdue(c, atoi(argv[2]));
+		else
+			ret = stream(c, atoi(argv[2]));
 		nz_comm_destroy(c);
 		return ret;
 	}
