@@ -34,6 +34,11 @@ enum {
 	NZ_OFF_SEQ		= 16,
 
 	NZ_OFF_REASON		= 8,	/* CLOSE */
+
+	NZ_OFF_AB_TAG		= 16,	/* ABORT (msg_id at NZ_OFF_MSG_ID) */
+	NZ_OFF_AB_TAG_SEQ	= 24,
+	NZ_OFF_AB_REASON	= 32,
+	NZ_OFF_RF_REASON	= 16,	/* REFUSE */
 };
 
 /* HELLO body, relative to the end of the header. */
@@ -63,6 +68,9 @@ static const u8 nz_area_end[__NZ_FRAME_MAX] = {
 	[NZ_FRAME_HEARTBEAT]		= NZ_OFF_SEQ + 8,
 	[NZ_FRAME_HEARTBEAT_ACK]	= NZ_OFF_SEQ + 8,
 	[NZ_FRAME_CLOSE]		= NZ_OFF_REASON + 4,
+	[NZ_FRAME_ABORT]		= NZ_OFF_AB_REASON + 4,
+	[NZ_FRAME_ABORT_ACK]		= NZ_OFF_MSG_ID + 8,
+	[NZ_FRAME_REFUSE]		= NZ_OFF_RF_REASON + 4,
 };
 
 static const char *const nz_type_names[__NZ_FRAME_MAX] = {
@@ -74,6 +82,9 @@ static const char *const nz_type_names[__NZ_FRAME_MAX] = {
 	[NZ_FRAME_HEARTBEAT]		= "HEARTBEAT",
 	[NZ_FRAME_HEARTBEAT_ACK]	= "HEARTBEAT_ACK",
 	[NZ_FRAME_CLOSE]		= "CLOSE",
+	[NZ_FRAME_ABORT]		= "ABORT",
+	[NZ_FRAME_ABORT_ACK]		= "ABORT_ACK",
+	[NZ_FRAME_REFUSE]		= "REFUSE",
 };
 
 /* Domain labels: a HELLO MAC can never pass for a WELCOME MAC. */
@@ -134,6 +145,18 @@ static int nz_check_ack(const struct nz_frame *f,
 	return 0;
 }
 
+/* ABORT, ABORT_ACK and REFUSE name a message; the errno is a small one. */
+static int nz_check_abort(const struct nz_frame *f)
+{
+	const struct nz_frame_abort *a = &f->abort;
+
+	if (f->len || !a->msg_id)
+		return -EPROTO;
+	if (f->type == NZ_FRAME_ABORT_ACK)
+		return 0;
+	return a->reason && a->reason < 4096 ? 0 : -EPROTO;
+}
+
 static int nz_check_hello(const struct nz_frame_hello *h)
 {
 	if (!nz_wire_unit_ok(h->unit))
@@ -159,6 +182,10 @@ static int nz_check_hdr(const struct nz_frame *f,
 		if (f->len)
 			return -EPROTO;
 		return nz_check_ack(f, lim);
+	case NZ_FRAME_ABORT:
+	case NZ_FRAME_ABORT_ACK:
+	case NZ_FRAME_REFUSE:
+		return nz_check_abort(f);
 	case NZ_FRAME_CHALLENGE:
 	case NZ_FRAME_WELCOME:
 	case NZ_FRAME_HEARTBEAT:
@@ -235,6 +262,19 @@ static void nz_put_area(const struct nz_frame *f, u8 *p)
 	case NZ_FRAME_CLOSE:
 		put_unaligned_be32(f->close.reason, p + NZ_OFF_REASON);
 		break;
+	case NZ_FRAME_ABORT:
+	case NZ_FRAME_ABORT_ACK:
+	case NZ_FRAME_REFUSE:
+		put_unaligned_be64(f->abort.msg_id, p + NZ_OFF_MSG_ID);
+		if (f->type == NZ_FRAME_REFUSE)
+			put_unaligned_be32(f->abort.reason,
+					   p + NZ_OFF_RF_REASON);
+		if (f->type != NZ_FRAME_ABORT)
+			break;
+		put_unaligned_be64(f->abort.tag, p + NZ_OFF_AB_TAG);
+		put_unaligned_be64(f->abort.tag_seq, p + NZ_OFF_AB_TAG_SEQ);
+		put_unaligned_be32(f->abort.reason, p + NZ_OFF_AB_REASON);
+		break;
 	}
 }
 
@@ -267,6 +307,18 @@ static void nz_get_area(struct nz_frame *f, const u8 *p)
 		break;
 	case NZ_FRAME_CLOSE:
 		f->close.reason = get_unaligned_be32(p + NZ_OFF_REASON);
+		break;
+	case NZ_FRAME_ABORT:
+	case NZ_FRAME_ABORT_ACK:
+	case NZ_FRAME_REFUSE:
+		f->abort.msg_id = get_unaligned_be64(p + NZ_OFF_MSG_ID);
+		if (f->type == NZ_FRAME_REFUSE)
+			f->abort.reason = get_unaligned_be32(p + NZ_OFF_RF_REASON);
+		if (f->type != NZ_FRAME_ABORT)
+			break;
+		f->abort.tag = get_unaligned_be64(p + NZ_OFF_AB_TAG);
+		f->abort.tag_seq = get_unaligned_be64(p + NZ_OFF_AB_TAG_SEQ);
+		f->abort.reason = get_unaligned_be32(p + NZ_OFF_AB_REASON);
 		break;
 	}
 }
@@ -392,7 +444,9 @@ bool nz_wire_type_expected(enum nz_wire_state st, unsigned int type)
 	case NZ_WS_ESTABLISHED:
 		return type == NZ_FRAME_DATA || type == NZ_FRAME_ACK ||
 		       type == NZ_FRAME_HEARTBEAT ||
-		       type == NZ_FRAME_HEARTBEAT_ACK;
+		       type == NZ_FRAME_HEARTBEAT_ACK ||
+		       type == NZ_FRAME_ABORT || type == NZ_FRAME_ABORT_ACK ||
+		       type == NZ_FRAME_REFUSE;
 	}
 	return false;
 }

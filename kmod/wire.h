@@ -21,7 +21,7 @@
 #include "nz_compat.h"
 
 #define NZ_WIRE_MAGIC		0x4e5a	/* "NZ" */
-#define NZ_WIRE_VERSION		1
+#define NZ_WIRE_VERSION		2	/* 2: ABORT, ABORT_ACK, REFUSE */
 #define NZ_WIRE_HDR_LEN		48
 #define NZ_WIRE_NONCE_LEN	16
 #define NZ_WIRE_MAC_LEN		32
@@ -44,6 +44,9 @@ enum nz_frame_type {
 	NZ_FRAME_HEARTBEAT	= 6,
 	NZ_FRAME_HEARTBEAT_ACK	= 7,
 	NZ_FRAME_CLOSE		= 8,
+	NZ_FRAME_ABORT		= 9,	/* sender gave up on a message */
+	NZ_FRAME_ABORT_ACK	= 10,	/* receiver took note of an ABORT */
+	NZ_FRAME_REFUSE		= 11,	/* receiver will not deliver a message */
 	__NZ_FRAME_MAX,
 };
 
@@ -123,6 +126,23 @@ struct nz_frame_close {
 	u32	reason;		/* enum nz_close_reason */
 };
 
+/*
+ * ABORT: the sender failed message msg_id (which is tag_seq on tag) and
+ * will send no more of it; the receiver drops what it has of it, fails
+ * the receive that claims it, and answers ABORT_ACK (msg_id only).  The
+ * sender repeats it on every path until that answer.
+ * REFUSE: the receiver will not deliver the sender's message msg_id (its
+ * receive gave up first, or no room and no receive for a whole timeout);
+ * the sender fails its send with -reason.  Not repeated: a lost one
+ * leaves the send to complete or time out as before.
+ */
+struct nz_frame_abort {
+	u64	msg_id;
+	u64	tag;		/* ABORT only */
+	u64	tag_seq;	/* ABORT only */
+	u32	reason;		/* a positive errno: ABORT and REFUSE */
+};
+
 /* A decoded frame, or one to encode. */
 struct nz_frame {
 	u8		type;		/* enum nz_frame_type */
@@ -136,6 +156,7 @@ struct nz_frame {
 		struct nz_frame_ack		ack;
 		struct nz_frame_heartbeat	hb;
 		struct nz_frame_close		close;
+		struct nz_frame_abort		abort;
 	};
 };
 

@@ -55,6 +55,14 @@ static void fill(u8 *p, size_t n, u8 first)
 }
 
 /* A valid frame of @type with distinctive field values. */
+static bool nz_all_zero_test(const u8 *p, size_t n)
+{
+	while (n--)
+		if (*p++)
+			return false;
+	return true;
+}
+
 static void mk(struct nz_frame *f, enum nz_frame_type type)
 {
 	nz_frame_init(f, type);
@@ -96,6 +104,19 @@ static void mk(struct nz_frame *f, enum nz_frame_type type)
 	case NZ_FRAME_CLOSE:
 		f->close.reason = NZ_CLOSE_AUTH;
 		break;
+	case NZ_FRAME_ABORT:
+		f->abort.tag = 0x1112131415161718ULL;
+		f->abort.tag_seq = 0x2122232425262728ULL;
+		f->abort.msg_id = 0x0102030405060708ULL;
+		f->abort.reason = 110;
+		break;
+	case NZ_FRAME_REFUSE:
+		f->abort.reason = 105;
+		f->abort.msg_id = 0x0102030405060708ULL;
+		break;
+	case NZ_FRAME_ABORT_ACK:
+		f->abort.msg_id = 0x0102030405060708ULL;
+		break;
 	default:
 		break;
 	}
@@ -136,6 +157,13 @@ static bool same_frame(const struct nz_frame *a, const struct nz_frame *b)
 		return a->hb.ts_ns == b->hb.ts_ns && a->hb.seq == b->hb.seq;
 	case NZ_FRAME_CLOSE:
 		return a->close.reason == b->close.reason;
+	case NZ_FRAME_ABORT:
+	case NZ_FRAME_ABORT_ACK:
+	case NZ_FRAME_REFUSE:
+		return a->abort.msg_id == b->abort.msg_id &&
+		       a->abort.tag == b->abort.tag &&
+		       a->abort.tag_seq == b->abort.tag_seq &&
+		       a->abort.reason == b->abort.reason;
 	}
 	return false;
 }
@@ -323,7 +351,7 @@ static bool t_header_constants(void)
 static bool t_golden_data(void)
 {
 	static const u8 want[NZ_WIRE_HDR_LEN] = {
-		0x4e, 0x5a, 0x01, 0x04, 0x00, 0x00, 0x10, 0x00,
+		0x4e, 0x5a, 0x02, 0x04, 0x00, 0x00, 0x10, 0x00,
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
 		0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
 		0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28,
@@ -341,7 +369,7 @@ static bool t_golden_data(void)
 static bool t_golden_hello(void)
 {
 	u8 want[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN] = {
-		0x4e, 0x5a, 0x01, 0x02, 0x00, 0x00, 0x00, 0x48,
+		0x4e, 0x5a, 0x02, 0x02, 0x00, 0x00, 0x00, 0x48,
 	};
 	static const u8 ids[24] = {
 		0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8,	/* job */
@@ -394,6 +422,81 @@ static bool t_golden_small_frames(void)
 	CHECK_EQ(buf[8], 0x30);
 	CHECK_EQ(buf[39], 0x4f);
 	CHECK_EQ(buf[40], 0);
+	return true;
+}
+
+/* Version 2's frames: a message withdrawn, its answer, a refusal. */
+static bool t_golden_abort_frames(void)
+{
+	struct nz_frame f;
+
+	mk(&f, NZ_FRAME_ABORT);
+	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), 48);
+	CHECK_EQ(buf[2], 2);
+	CHECK_EQ(buf[3], 9);
+	CHECK_EQ(get_unaligned_be64(buf + 8), 0x0102030405060708ULL);
+	CHECK_EQ(get_unaligned_be64(buf + 16), 0x1112131415161718ULL);
+	CHECK_EQ(get_unaligned_be64(buf + 24), 0x2122232425262728ULL);
+	CHECK_EQ(get_unaligned_be32(buf + 32), 110);
+	CHECK(nz_all_zero_test(buf + 36, 12));
+
+	mk(&f, NZ_FRAME_ABORT_ACK);
+	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), 48);
+	CHECK_EQ(buf[3], 10);
+	CHECK_EQ(get_unaligned_be64(buf + 8), 0x0102030405060708ULL);
+	CHECK(nz_all_zero_test(buf + 16, 32));
+
+	mk(&f, NZ_FRAME_REFUSE);
+	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), 48);
+	CHECK_EQ(buf[3], 11);
+	CHECK_EQ(get_unaligned_be64(buf + 8), 0x0102030405060708ULL);
+	CHECK_EQ(get_unaligned_be32(buf + 16), 105);
+	CHECK(nz_all_zero_test(buf + 20, 28));
+	return true;
+}
+
+static bool t_roundtrip_abort_frames(void)
+{
+	struct nz_frame f;
+
+	mk(&f, NZ_FRAME_ABORT);
+	CHECK(roundtrip(&f, &lim));
+	mk(&f, NZ_FRAME_ABORT_ACK);
+	CHECK(roundtrip(&f, &lim));
+	mk(&f, NZ_FRAME_REFUSE);
+	CHECK(roundtrip(&f, &lim));
+	return true;
+}
+
+/* No message 0, no errno 0 or past 4095, no body, reserved bytes zero. */
+static bool t_reject_abort_frames(void)
+{
+	static const enum nz_frame_type types[] = {
+		NZ_FRAME_ABORT, NZ_FRAME_ABORT_ACK, NZ_FRAME_REFUSE,
+	};
+	static const u8 zero8[8];
+	u8 be[4];
+	struct nz_frame f;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(types); i++) {
+		mk(&f, types[i]);
+		CHECK_EQ(decode_patched(&f, 8, zero8, 8), -EPROTO);
+		CHECK(len_rejected(types[i]));
+	}
+	CHECK(reserved_rejected(NZ_FRAME_ABORT, 36));
+	CHECK(reserved_rejected(NZ_FRAME_ABORT_ACK, 16));
+	CHECK(reserved_rejected(NZ_FRAME_REFUSE, 20));
+	mk(&f, NZ_FRAME_ABORT);
+	put_unaligned_be32(0, be);
+	CHECK_EQ(decode_patched(&f, 32, be, 4), -EPROTO);
+	put_unaligned_be32(4096, be);
+	CHECK_EQ(decode_patched(&f, 32, be, 4), -EPROTO);
+	mk(&f, NZ_FRAME_REFUSE);
+	put_unaligned_be32(0, be);
+	CHECK_EQ(decode_patched(&f, 16, be, 4), -EPROTO);
+	f.abort.reason = 5000;
+	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), -EPROTO);
 	return true;
 }
 
@@ -574,7 +677,7 @@ static bool t_reject_bad_magic(void)
 
 static bool t_reject_bad_version(void)
 {
-	static const u8 v[] = { 0, 2, 0xff };
+	static const u8 v[] = { 0, 1, 3, 0xff };
 	struct nz_frame f;
 	unsigned int i;
 
@@ -1077,17 +1180,17 @@ static bool t_mac_inputs_domain_separated(void)
 
 static bool t_type_expected(void)
 {
-	/* Rows: states; columns: types 0..9; '1' = expected. */
+	/* Rows: states; columns: types 0..12; '1' = expected. */
 	static const char *const table[] = {
-		[NZ_WS_CLIENT_WAIT_CHALLENGE]	= "0100000010",
-		[NZ_WS_SERVER_WAIT_HELLO]	= "0010000010",
-		[NZ_WS_CLIENT_WAIT_WELCOME]	= "0001000010",
-		[NZ_WS_ESTABLISHED]		= "0000111110",
+		[NZ_WS_CLIENT_WAIT_CHALLENGE]	= "0100000010000",
+		[NZ_WS_SERVER_WAIT_HELLO]	= "0010000010000",
+		[NZ_WS_CLIENT_WAIT_WELCOME]	= "0001000010000",
+		[NZ_WS_ESTABLISHED]		= "0000111111110",
 	};
 	unsigned int st, t;
 
 	for (st = 0; st < ARRAY_SIZE(table); st++) {
-		for (t = 0; t < 10; t++) {
+		for (t = 0; t < 13; t++) {
 			bool want = table[st][t] == '1';
 
 			if (nz_wire_type_expected(st, t) != want) {
@@ -1371,6 +1474,9 @@ static const struct {
 	T(mac_inputs_domain_separated),
 	T(type_expected),
 	T(type_name),
+	T(golden_abort_frames),
+	T(roundtrip_abort_frames),
+	T(reject_abort_frames),
 	T(unit_ok),
 	T(unit_count),
 	T(chunk_zero_length),
