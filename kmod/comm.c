@@ -37,6 +37,7 @@ static void nz_comm_release(struct kref *ref)
 		if (!comm->peers[r])
 			continue;
 		nz_peer_free_tags(comm->peers[r]);
+		nz_peer_free_aborts(comm->peers[r]);
 		kfree(comm->peers[r]);
 	}
 	kfree(comm->peers);
@@ -537,6 +538,7 @@ static int nz_comm_alloc_peers(struct nz_comm *comm)
 		p->last_progress = jiffies;
 		INIT_LIST_HEAD(&p->tx_msgs);
 		INIT_LIST_HEAD(&p->resend);
+		INIT_LIST_HEAD(&p->aborts);
 		INIT_LIST_HEAD(&p->rx_msgs);
 		INIT_LIST_HEAD(&p->posted);
 		nz_seqwin_init(&p->rxwin);
@@ -1110,6 +1112,9 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	probe = nz_conn_probe(conn, now, period);
 	if (probe == NZ_PROBE_NONE)
 		conn->probe_since = now;
+	/* Held back for budget a whole timeout: now it refuses (msg.c). */
+	if (blocked && nz_conn_refuse_due(conn))
+		nz_conn_kick(conn);
 	if (marks != conn->hb_marks || blocked || seen) {
 		conn->hb_marks = marks;
 		if (blocked || time_after(last, now))

@@ -100,6 +100,27 @@ struct nz_msg {
 	bool cqe_posted;		/* nz_msg_complete() ran or will */
 	bool overdue_said;		/* logged as kept past its deadline */
 	u64 budget;			/* unexpected bytes it holds */
+	/*
+	 * rx: a message that will never arrive (its sender withdrew it, or
+	 * we refused it): kept only so that the receive claiming it fails
+	 * with this error instead of waiting, and the next one gets the
+	 * next message.
+	 */
+	s32 gone_err;
+	struct nz_abort *abort;		/* tx: its ABORT, should it fail */
+};
+
+/*
+ * A send that failed, announced to its receiver (an ABORT frame on every
+ * path, until one is answered) so that the receiver drops what it holds
+ * of it and its duplicate window moves past it.  Until then its msg_id
+ * counts as in flight (sched.c keeps the window behind it).
+ */
+struct nz_abort {
+	struct list_head node;		/* peer->aborts */
+	u64 msg_id, tag, tag_seq;
+	u32 reason;			/* positive errno */
+	u32 sent;			/* slots it was written on */
 };
 
 /* A chunk assigned to a connection, kept until acknowledged. */
@@ -208,6 +229,7 @@ struct nz_conn {
 	u64 echo_ns;			/* sent at: newest heartbeat echoed */
 	bool doubt;			/* silent a while, chunks unacknowledged */
 	bool rx_blocked;		/* transport holds back (budget full) */
+	unsigned long blocked_since;	/* jiffies rx_blocked was last set */
 	unsigned long up_since;		/* jiffies it came up */
 	struct nz_est est;		/* sched.c, under peer->lock */
 };
@@ -239,6 +261,7 @@ struct nz_peer {
 	struct list_head tx_msgs;	/* sends, in submission order */
 	struct list_head resend;	/* chunks of dead connections */
 	u32 tx_inflight_msgs;
+	struct list_head aborts;	/* struct nz_abort not yet answered */
 	/* rx */
 	struct nz_seqwin rxwin;
 	struct list_head rx_msgs;	/* incoming, by arrival */
@@ -387,6 +410,9 @@ u32 nz_peer_fail_pending(struct nz_peer *p, s32 err);
 void nz_conn_drop_chunks(struct nz_conn *conn);
 void nz_conn_free_ctrl(struct nz_conn *conn);
 void nz_peer_free_tags(struct nz_peer *p);
+void nz_peer_free_aborts(struct nz_peer *p);
+bool nz_conn_refuse_due(const struct nz_conn *conn);
+u64 nz_peer_oldest_abort(const struct nz_peer *p);
 int nz_msg_init(void);
 void nz_msg_exit(void);
 

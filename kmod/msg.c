@@ -292,6 +292,7 @@ static void nz_msg_release(struct kref *ref)
 	nz_ubuf_release(&m->ubuf);
 	kvfree(m->kbuf);
 	kvfree(m->map);
+	kfree(m->abort);
 	kfree(m);
 }
 
@@ -330,6 +331,70 @@ static void nz_chunks_free_list(struct list_head *chunks)
 }
 
 /*
+ * A send failed: tell its receiver, which may hold part of it or a receive
+ * for it, and whose duplicate window would otherwise stop at its msg_id
+ * for good (1024 messages later every frame of ours is out of window).
+ * Not to a peer that left or a communicator going away: nothing follows.
+ */
+static void nz_msg_withdraw(struct nz_msg *m, s32 result)
+{
+	struct nz_peer *p = m->peer;
+	struct nz_abort *ab = m->abort;
+
+	if (!ab || p->left || READ_ONCE(p->comm->dead))
+		return;
+	m->abort = NULL;
+	ab->msg_id = m->msg_id;
+	ab->tag = m->tag;
+	ab->tag_seq = m->tag_seq;
+	ab->reason = -result;
+	ab->sent = 0;
+	list_add_tail(&ab->node, &p->aborts);
+	atomic64_inc(&nz_stats.msgs_aborted);
+}
+
+/* Lowest msg_id of a withdrawn send not yet answered; 0 if none. */
+u64 nz_peer_oldest_abort(const struct nz_peer *p)
+{
+	const struct nz_abort *ab;
+	u64 oldest = 0;
+
+	lockdep_assert_held(&p->lock);
+	list_for_each_entry(ab, &p->aborts, node)
+		if (!oldest || ab->msg_id < oldest)
+			oldest = ab->msg_id;
+	return oldest;
+}
+
+/* An ABORT waits for a path it has not been written on yet. */
+static bool nz_peer_abort_unsent(const struct nz_peer *p)
+{
+	const struct nz_abort *ab;
+	u32 up = 0, s;
+
+	lockdep_assert_held(&p->lock);
+	for (s = 0; s < p->comm->nrails; s++)
+		if (p->conns[s].state == NZ_CONN_UP)
+			up |= BIT(s);
+	list_for_each_entry(ab, &p->aborts, node)
+		if (up & ~ab->sent)
+			return true;
+	return false;
+}
+
+void nz_peer_free_aborts(struct nz_peer *p)
+{
+	struct nz_abort *ab, *tmp;
+	LIST_HEAD(list);
+
+	spin_lock_bh(&p->lock);
+	list_splice_init(&p->aborts, &list);
+	spin_unlock_bh(&p->lock);
+	list_for_each_entry_safe(ab, tmp, &list, node)
+		kfree(ab);
+}
+
+/*
  * Decide a message's result and take it off its list; under peer->lock.
  * Returns true when the caller must call nz_msg_complete() after
  * unlocking (no payload read is still writing into its buffer).
@@ -351,8 +416,11 @@ static bool nz_msg_set_done(struct nz_msg *m, s32 result)
 		p->unexpected_msgs--;
 		m->budget = 0;
 	}
-	if (m->dir == NZ_MSG_TX)
+	if (m->dir == NZ_MSG_TX) {
 		p->tx_inflight_msgs--;
+		if (result < 0)
+			nz_msg_withdraw(m, result);
+	}
 	if (m->writers || m->cqe_posted)
 		return false;
 	m->cqe_posted = true;
@@ -518,6 +586,10 @@ int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 	xr = nz_xreq_alloc(f, cmd, comm, x->timeout_ms);
 	if (!m || !spare || !xr)
 		goto out_free;
+	/* Allocated now: a send fails where nothing may sleep. */
+	m->abort = kzalloc(sizeof(*m->abort), GFP_KERNEL_ACCOUNT);
+	if (!m->abort)
+		goto out_free;
 	m->tag = x->tag;
 	m->total = x->len;
 	m->len = x->len;
@@ -657,6 +729,19 @@ int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 		nz_comm_put(comm);
 		return 0;
 	}
+	if (u->gone_err) {
+		/* Withdrawn by its sender, or refused by us: it never comes. */
+		s32 err = u->gone_err;
+
+		complete = nz_msg_set_done(u, err);
+		spin_unlock_bh(&p->lock);
+		nz_req_complete(&xr->base, err, 0);
+		xr = NULL;
+		ret = 0;
+		if (complete)
+			nz_msg_complete(u);
+		goto out_free;
+	}
 	if (u->total > m->len) {
 		/* Too long for the buffer: drain the rest of it. */
 		u->discard = true;
@@ -718,11 +803,41 @@ static struct nz_msg *nz_find_posted(struct nz_peer *p, u64 tag, u64 seq)
 	return NULL;
 }
 
+/* Queue an ACK or echo; false (counted) if the peer reads none of them. */
+static bool nz_conn_queue_ctrl(struct nz_conn *conn, struct nz_ctrl *c)
+{
+	lockdep_assert_held(&conn->peer->lock);
+	if (conn->nctrl >= READ_ONCE(max_ctrl_frames)) {
+		atomic64_inc(&conn->rail->stats.ctrl_dropped);
+		pr_notice_ratelimited("rail %s: rank %u reads none of its %u ACKs and echoes: dropping more\n",
+				      conn->rail->name, conn->peer->rank,
+				      conn->nctrl);
+		return false;
+	}
+	list_add_tail(&c->node, &conn->ctrl);
+	conn->nctrl++;
+	return true;
+}
+
+/*
+ * A connection held back for want of budget (no receive posted for the
+ * message at its head, the peer's unexpected messages filling the budget)
+ * for a whole timeout: its message is refused instead of holding the path
+ * -- and whatever the peer sends after it, its ABORT included -- for ever.
+ */
+bool nz_conn_refuse_due(const struct nz_conn *conn)
+{
+	return READ_ONCE(conn->rx_blocked) &&
+	       time_after(jiffies, READ_ONCE(conn->blocked_since) +
+			  msecs_to_jiffies(conn->peer->comm->timeout_ms));
+}
+
 /* What nz_rx_lookup() allocated but did not use; freed after unlock. */
 struct nz_rx_spare {
 	struct nz_msg *msg;
 	u64 *map;
 	void *kbuf;
+	struct nz_ctrl *ctrl;		/* a REFUSE */
 	struct nz_xreq *toolong;	/* receive to fail with -EMSGSIZE */
 };
 
@@ -734,17 +849,82 @@ static void nz_rx_spare_free(struct nz_rx_spare *s)
 		nz_msg_put(s->msg);
 	kvfree(s->map);
 	kvfree(s->kbuf);
+	kfree(s->ctrl);
+}
+
+/* The receive of (tag, seq) was posted and is gone (failed unmatched). */
+static bool nz_tag_rx_passed(struct nz_peer *p, u64 tag, u64 seq)
+{
+	struct nz_tagseq *t;
+
+	hlist_for_each_entry(t, &p->tags[hash_64(tag, NZ_TAG_HASH_BITS)], node)
+		if (t->tag == tag)
+			return seq < t->rx_next;
+	return false;
+}
+
+/*
+ * Keep a message that will never arrive, so that the receive that claims
+ * it fails with err at once and the one after gets the next message.  It
+ * costs a message slot of the unexpected budget; past that limit it is
+ * not kept, and that receive waits for its timeout instead.  Under
+ * p->lock; takes *grave.
+ */
+static void nz_rx_grave(struct nz_peer *p, u64 msg_id, u64 tag, u64 seq,
+			s32 err, struct nz_msg **grave)
+{
+	struct nz_msg *m = *grave;
+
+	if (!m || p->unexpected_msgs >= READ_ONCE(unexpected_msgs))
+		return;
+	*grave = NULL;
+	m->msg_id = msg_id;
+	m->tag = tag;
+	m->tag_seq = seq;
+	m->gone_err = err;
+	m->budget = sizeof(*m);
+	p->unexpected_bytes += m->budget;
+	p->unexpected_msgs++;
+	list_add_tail(&m->node, &p->rx_msgs);
+}
+
+/*
+ * We will not deliver the peer's message fd->msg_id: its receive gave up
+ * before it came (-ECONNABORTED), or it found no receive and no room for a
+ * whole timeout (-ENOBUFS).  It is done for the duplicate window, so every
+ * frame of it is drained and acknowledged; the REFUSE goes first on this
+ * path, ahead of this frame's ACK, so the send fails instead of completing.
+ * Under p->lock.
+ */
+static void nz_rx_refuse(struct nz_conn *conn, const struct nz_frame_data *fd,
+			 s32 err, struct nz_rx_spare *s)
+{
+	struct nz_peer *p = conn->peer;
+
+	nz_seqwin_mark_done(&p->rxwin, fd->msg_id);
+	if (err == -ENOBUFS)
+		nz_rx_grave(p, fd->msg_id, fd->tag, fd->tag_seq, err, &s->msg);
+	nz_frame_init(&s->ctrl->f, NZ_FRAME_REFUSE);
+	s->ctrl->f.abort.msg_id = fd->msg_id;
+	s->ctrl->f.abort.reason = -err;
+	if (nz_conn_queue_ctrl(conn, s->ctrl))
+		s->ctrl = NULL;
+	atomic64_inc(&nz_stats.msgs_refused);
 }
 
 /*
  * Find or create the message a DATA frame belongs to.  Returns 0 with *out
- * referenced (NULL: a duplicate of a finished message), or an error:
- * -EAGAIN when the unexpected-message budget is full (the connection
- * stalls until a receive is posted or budget frees up), -EPROTO.
+ * referenced (NULL: drain and acknowledge the frame: a duplicate of a
+ * finished message, or one we refuse), or an error: -EAGAIN when the
+ * unexpected-message budget is full (the connection stalls until a
+ * receive is posted or budget frees up, for a whole timeout at most:
+ * refuse), -EPROTO.
  */
-static int nz_rx_lookup(struct nz_peer *p, const struct nz_frame_data *fd,
-			struct nz_msg **out, struct nz_rx_spare *s)
+static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
+			struct nz_msg **out, struct nz_rx_spare *s,
+			bool refuse)
 {
+	struct nz_peer *p = conn->peer;
 	u64 budget = (u64)READ_ONCE(unexpected_mb) << 20;
 	u32 unit = p->comm->unit;
 	u64 words = nz_reasm_bitmap_words(fd->total, unit);
@@ -752,6 +932,7 @@ static int nz_rx_lookup(struct nz_peer *p, const struct nz_frame_data *fd,
 	struct mem_cgroup *old;
 	struct nz_msg *m, *posted;
 	int tries, ret = 0;
+	s32 gone;
 
 	*out = NULL;
 	for (tries = 0; tries < 3; tries++) {
@@ -766,28 +947,42 @@ static int nz_rx_lookup(struct nz_peer *p, const struct nz_frame_data *fd,
 		if (m)
 			goto found;
 		posted = nz_find_posted(p, fd->tag, fd->tag_seq);
-		ret = -EAGAIN;
-		if (!posted &&
-		    (p->unexpected_bytes + cost > budget ||
-		     p->unexpected_msgs >= READ_ONCE(unexpected_msgs)))
+		gone = 0;
+		if (!posted && nz_tag_rx_passed(p, fd->tag, fd->tag_seq)) {
+			gone = -ECONNABORTED;
+		} else if (!posted &&
+			   (p->unexpected_bytes + cost > budget ||
+			    p->unexpected_msgs >= READ_ONCE(unexpected_msgs))) {
+			ret = -EAGAIN;
+			if (!refuse)
+				goto out_unlock;
+			gone = -ENOBUFS;
+		}
+		if (gone && s->ctrl && (gone != -ENOBUFS || s->msg)) {
+			nz_rx_refuse(conn, fd, gone, s);
+			ret = 0;
 			goto out_unlock;
-		ret = 0;
-		if ((words == 0 || s->map) && (posted || (s->msg && s->kbuf)))
+		}
+		if (!gone && (words == 0 || s->map) &&
+		    (posted || (s->msg && s->kbuf)))
 			goto create;
 		spin_unlock_bh(&p->lock);
 
 		/* Charged to the receiver's creator, not to this worker. */
 		old = set_active_memcg(p->comm->memcg);
-		if (!posted && !s->msg)
+		if (gone && !s->ctrl)
+			s->ctrl = kzalloc(sizeof(*s->ctrl), GFP_KERNEL);
+		if ((gone == -ENOBUFS || (!gone && !posted)) && !s->msg)
 			s->msg = nz_msg_alloc(p, NZ_MSG_RX);
-		if (words && !s->map)
+		if (!gone && words && !s->map)
 			s->map = kvcalloc(words, sizeof(u64),
 					  GFP_KERNEL_ACCOUNT);
-		if (!posted && !s->kbuf)
+		if (!gone && !posted && !s->kbuf)
 			s->kbuf = kvmalloc(max_t(u64, fd->total, 1),
 					   GFP_KERNEL_ACCOUNT);
 		set_active_memcg(old);
-		if ((words && !s->map) || (!posted && (!s->msg || !s->kbuf)))
+		if (gone ? !s->ctrl || (gone == -ENOBUFS && !s->msg) :
+		    (words && !s->map) || (!posted && (!s->msg || !s->kbuf)))
 			return -ENOMEM;
 	}
 	return -EAGAIN;
@@ -850,8 +1045,10 @@ int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
 	d->f = *f;
 	if (!nz_wire_chunk_ok(fd->total, fd->offset, f->len, p->comm->unit))
 		return -EPROTO;
-	ret = nz_rx_lookup(p, fd, &m, &s);
+	ret = nz_rx_lookup(conn, fd, &m, &s, nz_conn_refuse_due(conn));
 	nz_rx_spare_free(&s);
+	if (ret == -EAGAIN && !READ_ONCE(conn->rx_blocked))
+		WRITE_ONCE(conn->blocked_since, jiffies);
 	if (ret)
 		return ret;
 	if (!m) {
@@ -882,22 +1079,6 @@ int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
 	return 0;
 }
 ALLOW_ERROR_INJECTION(nz_conn_rx_data, ERRNO);
-
-/* Queue an ACK or echo; false (counted) if the peer reads none of them. */
-static bool nz_conn_queue_ctrl(struct nz_conn *conn, struct nz_ctrl *c)
-{
-	lockdep_assert_held(&conn->peer->lock);
-	if (conn->nctrl >= READ_ONCE(max_ctrl_frames)) {
-		atomic64_inc(&conn->rail->stats.ctrl_dropped);
-		pr_notice_ratelimited("rail %s: rank %u reads none of its %u ACKs and echoes: dropping more\n",
-				      conn->rail->name, conn->peer->rank,
-				      conn->nctrl);
-		return false;
-	}
-	list_add_tail(&c->node, &conn->ctrl);
-	conn->nctrl++;
-	return true;
-}
 
 int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
 {
@@ -1076,6 +1257,125 @@ static int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
 	return 0;
 }
 
+/*
+ * The peer withdrew its message a->msg_id (its send failed).  Whatever we
+ * hold of it goes, the receive that has it or will claim it fails with
+ * -ECONNABORTED, and the duplicate window moves past it.  Answered with
+ * ABORT_ACK every time, repeats included: the peer stops repeating then.
+ */
+static int nz_conn_rx_abort(struct nz_conn *conn, const struct nz_frame_abort *a)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_msg *m, *grave;
+	struct mem_cgroup *old;
+	struct nz_ctrl *ack;
+	LIST_HEAD(done);
+	int ret = 0;
+
+	ack = kzalloc(sizeof(*ack), GFP_KERNEL);
+	old = set_active_memcg(p->comm->memcg);
+	grave = nz_msg_alloc(p, NZ_MSG_RX);
+	set_active_memcg(old);
+	if (!ack || !grave) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	spin_lock_bh(&p->lock);
+	if (nz_seqwin_is_done(&p->rxwin, a->msg_id))
+		goto answer;		/* delivered, refused, or a repeat */
+	if (!nz_seqwin_in_window(&p->rxwin, a->msg_id)) {
+		spin_unlock_bh(&p->lock);
+		ret = -EPROTO;
+		goto out;
+	}
+	atomic64_inc(&nz_stats.msgs_withdrawn);
+	m = nz_find_arrived(p, a->msg_id);
+	if (!m)
+		m = nz_find_posted(p, a->tag, a->tag_seq);
+	if (m && m->arrived && (m->tag != a->tag || m->tag_seq != a->tag_seq)) {
+		spin_unlock_bh(&p->lock);
+		ret = -EPROTO;
+		goto out;
+	}
+	if (m && (m->xreq || m->arrived)) {
+		/* A receive has it, or part of it waits for one: both end. */
+		if (!m->xreq)
+			nz_rx_grave(p, a->msg_id, a->tag, a->tag_seq,
+				    -ECONNABORTED, &grave);
+		if (nz_msg_set_done(m, -ECONNABORTED))
+			list_add_tail(&m->node, &done);
+	} else if (!nz_tag_rx_passed(p, a->tag, a->tag_seq)) {
+		nz_rx_grave(p, a->msg_id, a->tag, a->tag_seq, -ECONNABORTED,
+			    &grave);
+	}
+	nz_seqwin_mark_done(&p->rxwin, a->msg_id);
+answer:
+	nz_frame_init(&ack->f, NZ_FRAME_ABORT_ACK);
+	ack->f.abort.msg_id = a->msg_id;
+	if (nz_conn_queue_ctrl(conn, ack))
+		ack = NULL;
+	spin_unlock_bh(&p->lock);
+	nz_complete_list(&done);
+	/* Budget came back: a path held back for it may go on. */
+	nz_peer_kick(p);
+out:
+	kfree(ack);
+	if (grave)
+		nz_msg_put(grave);
+	return ret;
+}
+
+/* The receiver took note of our ABORT: stop repeating it. */
+static int nz_conn_rx_abort_ack(struct nz_conn *conn,
+				const struct nz_frame_abort *a)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_abort *ab, *found = NULL;
+
+	spin_lock_bh(&p->lock);
+	list_for_each_entry(ab, &p->aborts, node)
+		if (ab->msg_id == a->msg_id) {
+			found = ab;
+			list_del(&ab->node);
+			break;
+		}
+	spin_unlock_bh(&p->lock);
+	kfree(found);
+	/* The window may have waited behind it. */
+	if (found)
+		nz_peer_kick(p);
+	return 0;
+}
+
+/* The receiver will not deliver our message a->msg_id: fail the send. */
+static int nz_conn_rx_refuse(struct nz_conn *conn,
+			     const struct nz_frame_abort *a)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_abort *ab = NULL;
+	bool complete = false;
+	struct nz_msg *m;
+	s32 err;
+
+	/* Only what the receiver may say; anything else is a plain abort. */
+	err = a->reason == ENOBUFS ? -ENOBUFS : -ECONNABORTED;
+	spin_lock_bh(&p->lock);
+	list_for_each_entry(m, &p->tx_msgs, node)
+		if (m->msg_id == a->msg_id) {
+			/* It is done on its side already: no ABORT. */
+			ab = m->abort;
+			m->abort = NULL;
+			complete = nz_msg_set_done(m, err);
+			atomic64_inc(&nz_stats.sends_refused);
+			break;
+		}
+	spin_unlock_bh(&p->lock);
+	kfree(ab);
+	if (complete)
+		nz_msg_complete(m);
+	return 0;
+}
+
 int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 {
 	struct nz_ctrl *c;
@@ -1104,6 +1404,12 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 	case NZ_FRAME_HEARTBEAT_ACK:
 		nz_sched_rtt(conn, f->hb.ts_ns, f->hb.seq);
 		return 0;
+	case NZ_FRAME_ABORT:
+		return nz_conn_rx_abort(conn, &f->abort);
+	case NZ_FRAME_ABORT_ACK:
+		return nz_conn_rx_abort_ack(conn, &f->abort);
+	case NZ_FRAME_REFUSE:
+		return nz_conn_rx_refuse(conn, &f->abort);
 	case NZ_FRAME_CLOSE:
 		/* The peer left the job in order, or refused us. */
 		return f->close.reason == NZ_CLOSE_NORMAL ? -ESHUTDOWN :
@@ -1121,6 +1427,7 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 	struct nz_peer *p = conn->peer;
 	struct nz_chunk *spare, *ch, *tmp;
 	struct nz_ctrl *c = NULL;
+	struct nz_abort *ab;
 	LIST_HEAD(dead);
 	bool flushed;
 	struct nz_msg *m;
@@ -1140,6 +1447,23 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 		/* nz_comm_destroy() waits for the last one. */
 		if (flushed)
 			wake_up_all(&p->comm->waitq);
+		if (spare)
+			kmem_cache_free(nz_chunk_cache, spare);
+		return 0;
+	}
+	/* A withdrawn send, on every path until the receiver answers. */
+	list_for_each_entry(ab, &p->aborts, node) {
+		if (conn->state != NZ_CONN_UP || (ab->sent & BIT(conn->slot)))
+			continue;
+		ab->sent |= BIT(conn->slot);
+		nz_frame_init(&it->f, NZ_FRAME_ABORT);
+		it->f.abort.msg_id = ab->msg_id;
+		it->f.abort.tag = ab->tag;
+		it->f.abort.tag_seq = ab->tag_seq;
+		it->f.abort.reason = ab->reason;
+		it->chunk = NULL;
+		WRITE_ONCE(conn->tx_last, jiffies);
+		spin_unlock_bh(&p->lock);
 		if (spare)
 			kmem_cache_free(nz_chunk_cache, spare);
 		return 0;
@@ -1282,8 +1606,14 @@ u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all)
 		list_move_tail(&ch->node, &p->resend);
 		n++;
 	}
-	if (all)
+	if (all) {
+		struct nz_abort *ab;
+
 		conn->inflight_bytes = 0;
+		/* An ABORT written here may be lost with it: again, later. */
+		list_for_each_entry(ab, &p->aborts, node)
+			ab->sent &= ~BIT(conn->slot);
+	}
 	spin_unlock_bh(&p->lock);
 	nz_complete_list(&done);
 	nz_chunks_free_list(&dead);
@@ -1403,6 +1733,7 @@ void nz_peer_scan(struct nz_peer *p)
 {
 	LIST_HEAD(done);
 	char why[384], late[384];
+	bool kick;
 
 	why[0] = 0;
 	late[0] = 0;
@@ -1410,7 +1741,10 @@ void nz_peer_scan(struct nz_peer *p)
 	nz_scan_list(&p->tx_msgs, &done, 0, why, late, sizeof(why));
 	nz_scan_list(&p->posted, &done, 0, why, late, sizeof(why));
 	nz_scan_list(&p->rx_msgs, &done, 0, why, late, sizeof(why));
+	kick = nz_peer_abort_unsent(p);
 	spin_unlock_bh(&p->lock);
+	if (kick)
+		nz_peer_kick(p);
 	if (why[0])
 		pr_warn_ratelimited("transfer with rank %u timed out: %s\n",
 				    p->rank, why);
@@ -1461,6 +1795,8 @@ void nz_peer_fail_all(struct nz_peer *p, s32 err)
 	nz_complete_list(&done);
 	list_for_each_entry_safe(ch, tmp, &chunks, node)
 		nz_chunk_free(ch);
+	/* Nobody is left to tell. */
+	nz_peer_free_aborts(p);
 }
 
 /* Chunks still on a connection when the communicator is torn down. */

@@ -35,6 +35,10 @@ struct nz_stats {
 	atomic64_t comms_refused;	/* COMM_CREATE past max_user_comms */
 	atomic64_t cmds_refused;	/* commands past max_user_cmds */
 	atomic64_t tags_refused;	/* SEND/RECV on a tag past max_tags */
+	atomic64_t msgs_aborted;	/* our failed sends announced (ABORT) */
+	atomic64_t msgs_withdrawn;	/* peers' ABORTs applied */
+	atomic64_t msgs_refused;	/* peers' messages we refused (REFUSE) */
+	atomic64_t sends_refused;	/* our sends a peer refused */
 };
 
 extern struct nz_stats nz_stats;

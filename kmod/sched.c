@@ -495,9 +495,14 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 		return NULL;
 	}
 
+	/*
+	 * The receiver tracks NZ_SEQWIN_SIZE messages at most, from the
+	 * oldest it has not finished: a send of ours in flight, or one we
+	 * withdrew and it has not answered for yet.
+	 */
+	oldest = nz_peer_oldest_abort(p);
 	list_for_each_entry(m, &p->tx_msgs, node) {
-		/* The receiver tracks NZ_SEQWIN_SIZE messages at most. */
-		if (!oldest)
+		if (!oldest || m->msg_id < oldest)
 			oldest = m->msg_id;
 		if (m->msg_id - oldest >= NZ_SEQWIN_SIZE)
 			break;

@@ -42,6 +42,10 @@ NZ_ATTR_ATOMIC64(cmds_cancelled);
 NZ_ATTR_ATOMIC64(comms_refused);
 NZ_ATTR_ATOMIC64(cmds_refused);
 NZ_ATTR_ATOMIC64(tags_refused);
+NZ_ATTR_ATOMIC64(msgs_aborted);
+NZ_ATTR_ATOMIC64(msgs_withdrawn);
+NZ_ATTR_ATOMIC64(msgs_refused);
+NZ_ATTR_ATOMIC64(sends_refused);
 NZ_ATTR_ATOMIC(open_files);
 NZ_ATTR_ATOMIC(inflight);
 NZ_ATTR_ATOMIC(comms);
@@ -94,6 +98,10 @@ static struct attribute *nz_stats_attrs[] = {
 	&dev_attr_comms_refused.attr,
 	&dev_attr_cmds_refused.attr,
 	&dev_attr_tags_refused.attr,
+	&dev_attr_msgs_aborted.attr,
+	&dev_attr_msgs_withdrawn.attr,
+	&dev_attr_msgs_refused.attr,
+	&dev_attr_sends_refused.attr,
 	NULL,
 };
 

@@ -39,6 +39,14 @@ const struct nzst_metric nzst_module_stats[] = {
 	  "Commands refused: their user was at max_user_cmds." },
 	{ "tags_refused", NZST_COUNTER, "tags_refused", 1,
 	  "Sends and receives refused: a new tag past max_tags." },
+	{ "msgs_aborted", NZST_COUNTER, "messages_aborted", 1,
+	  "Failed sends withdrawn from their receivers (ABORT)." },
+	{ "msgs_withdrawn", NZST_COUNTER, "messages_withdrawn", 1,
+	  "Messages their senders withdrew (ABORT received)." },
+	{ "msgs_refused", NZST_COUNTER, "messages_refused", 1,
+	  "Messages refused: their receive gave up first, or no room for a whole timeout." },
+	{ "sends_refused", NZST_COUNTER, "sends_refused", 1,
+	  "Sends failed because their receiver refused them." },
 	{ NULL, 0, NULL, 0, NULL },
 };
 

@@ -100,7 +100,12 @@ struct nz_version {
  * sqe->uring_cmd_flags, addr is inside the registered buffer at
  * sqe->buf_index.  res: bytes moved (RECV: the message's length), or a
  * negative errno (-EMSGSIZE: the message is longer than the buffer,
- * -ETIMEDOUT, -ENETDOWN: no rail left, -ECANCELED: device closed).
+ * -ETIMEDOUT, -ENETDOWN: no rail left, -ECANCELED: device closed,
+ * -ECONNABORTED: the other side gave up on this message first -- its
+ * send failed, or its receive did before the message came -- and
+ * -ENOBUFS: the message found no receive and no room at the receiver for
+ * a whole timeout).  After any of these the next messages between the two
+ * ranks work as before.
  */
 #define NZ_XFER_FLAGS		0U
 
