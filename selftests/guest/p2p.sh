@@ -15,6 +15,14 @@ export MASTER_ADDR=10.77.0.1 RANK=$NZ_NODE WORLD_SIZE=$NZ_NODES
 export NEZHA_TIMEOUT_MS=60000
 MASTER_PORT=29500 run_tap p2p "$NZ_BIN/guest/nz_p2p"
 "$CTL" rail show | sed 's/^/# /'
+# After every kind of failed transfer -- a send that timed out, a receive
+# posted after its send gave up, a receive that gave up before its message,
+# every rail down for 4 s under a stream -- 2000 messages each way on the
+# same communicator arrive intact, no rail failing over meanwhile.  Before
+# the ABORT and REFUSE frames (wire version 2), a failed send left its
+# receiver's window stuck, or its paths held for good by a message nobody
+# would receive.
+MASTER_PORT=30100 run_tap recover "$NZ_BIN/guest/nz_p2p" recover
 # Short jobs: the ACK owed by a rank that leaves at once reaches the
 # sender; a quick peer that already left counts as connected.
 MASTER_PORT=29600 run_tap leave "$NZ_BIN/guest/nz_p2p" leave 100 1
