@@ -1,0 +1,551 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The receive path: DATA frames matched to receives or held for one
+ * (within the unexpected budget), refused when nobody will take them,
+ * the ACKs and echoes queued in answer, and the control frames a peer
+ * sends, ABORT among them.
+ */
+#include <linux/module.h>
+#include <linux/error-injection.h>
+#include <linux/memcontrol.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <linux/hash.h>
+#include "msg.h"
+
+static unsigned int unexpected_mb = 256;
+module_param(unexpected_mb, uint, 0644);
+MODULE_PARM_DESC(unexpected_mb,
+		 "per-peer budget (MiB) for messages that arrive before their receive");
+
+/*
+ * Each message that arrives before its receive is charged its bytes and
+ * what the module keeps for it besides, so that empty ones cost budget too,
+ * and there are at most unexpected_msgs of them: every arrival looks its
+ * message up on that list, under the peer's lock.
+ */
+static unsigned int unexpected_msgs = 65536;
+module_param(unexpected_msgs, uint, 0644);
+MODULE_PARM_DESC(unexpected_msgs,
+		 "per-peer count of messages that arrive before their receive");
+
+/*
+ * ACKs and heartbeat echoes queued on a connection and not yet written.  A
+ * peer that sends (or resends the same chunk, or asks for echoes) and never
+ * reads would grow the queue without end; a working one has at most its
+ * window of chunks unacknowledged, a few thousand on the fastest NICs.
+ * Past the limit we answer nothing more (stats/ctrl_dropped): a peer
+ * that reads again gets its chunks' ACKs once they are sent anew.
+ */
+static unsigned int max_ctrl_frames = 65536;
+module_param(max_ctrl_frames, uint, 0644);
+MODULE_PARM_DESC(max_ctrl_frames,
+		 "ACKs and echoes one connection may have queued for a peer that does not read");
+
+/* ---- receive path ---------------------------------------------------------- */
+
+static struct nz_msg *nz_find_arrived(struct nz_peer *p, u64 msg_id)
+{
+	struct nz_msg *m;
+
+	list_for_each_entry(m, &p->rx_msgs, node)
+		if (m->msg_id == msg_id)
+			return m;
+	return NULL;
+}
+
+static struct nz_msg *nz_find_posted(struct nz_peer *p, u64 tag, u64 seq)
+{
+	struct nz_msg *m;
+
+	list_for_each_entry(m, &p->posted, node)
+		if (m->tag == tag && m->tag_seq == seq)
+			return m;
+	return NULL;
+}
+
+/* Queue an ACK or echo; false (counted) if the peer reads none of them. */
+static bool nz_conn_queue_ctrl(struct nz_conn *conn, struct nz_ctrl *c)
+{
+	lockdep_assert_held(&conn->peer->lock);
+	if (conn->nctrl >= READ_ONCE(max_ctrl_frames)) {
+		atomic64_inc(&conn->rail->stats.ctrl_dropped);
+		pr_notice_ratelimited("rail %s: rank %u reads none of its %u ACKs and echoes: dropping more\n",
+				      conn->rail->name, conn->peer->rank,
+				      conn->nctrl);
+		return false;
+	}
+	list_add_tail(&c->node, &conn->ctrl);
+	conn->nctrl++;
+	return true;
+}
+
+/*
+ * A connection held back for want of budget (no receive posted for the
+ * message at its head, the peer's unexpected messages filling the budget)
+ * for a whole timeout: its message is refused instead of holding the path
+ * -- and whatever the peer sends after it, its ABORT included -- for ever.
+ */
+bool nz_conn_refuse_due(const struct nz_conn *conn)
+{
+	return READ_ONCE(conn->rx_blocked) &&
+	       time_after(jiffies, READ_ONCE(conn->blocked_since) +
+			  msecs_to_jiffies(conn->peer->comm->timeout_ms));
+}
+
+/* What nz_rx_lookup() allocated but did not use; freed after unlock. */
+struct nz_rx_spare {
+	struct nz_msg *msg;
+	u64 *map;
+	void *kbuf;
+	struct nz_ctrl *ctrl;		/* a REFUSE */
+	struct nz_xreq *toolong;	/* receive to fail with -EMSGSIZE */
+};
+
+static void nz_rx_spare_free(struct nz_rx_spare *s)
+{
+	if (s->toolong)
+		nz_req_complete(&s->toolong->base, -EMSGSIZE, 0);
+	if (s->msg)
+		nz_msg_put(s->msg);
+	kvfree(s->map);
+	kvfree(s->kbuf);
+	kfree(s->ctrl);
+}
+
+/* The receive of (tag, seq) was posted and is gone (failed unmatched). */
+static bool nz_tag_rx_passed(struct nz_peer *p, u64 tag, u64 seq)
+{
+	struct nz_tagseq *t;
+
+	hlist_for_each_entry(t, &p->tags[hash_64(tag, NZ_TAG_HASH_BITS)], node)
+		if (t->tag == tag)
+			return seq < t->rx_next;
+	return false;
+}
+
+/*
+ * Keep a message that will never arrive, so that the receive that claims
+ * it fails with err at once and the one after gets the next message.  It
+ * costs a message slot of the unexpected budget; past that limit it is
+ * not kept, and that receive waits for its timeout instead.  Under
+ * p->lock; takes *grave.
+ */
+static void nz_rx_grave(struct nz_peer *p, u64 msg_id, u64 tag, u64 seq,
+			s32 err, struct nz_msg **grave)
+{
+	struct nz_msg *m = *grave;
+
+	if (!m || p->unexpected_msgs >= READ_ONCE(unexpected_msgs))
+		return;
+	*grave = NULL;
+	m->msg_id = msg_id;
+	m->tag = tag;
+	m->tag_seq = seq;
+	m->gone_err = err;
+	m->budget = sizeof(*m);
+	p->unexpected_bytes += m->budget;
+	p->unexpected_msgs++;
+	list_add_tail(&m->node, &p->rx_msgs);
+}
+
+/*
+ * We will not deliver the peer's message fd->msg_id: its receive gave up
+ * before it came (-ECONNABORTED), or it found no receive and no room for a
+ * whole timeout (-ENOBUFS).  It is done for the duplicate window, so every
+ * frame of it is drained and acknowledged; the REFUSE goes first on this
+ * path, ahead of this frame's ACK, so the send fails instead of completing.
+ * Under p->lock.
+ */
+static void nz_rx_refuse(struct nz_conn *conn, const struct nz_frame_data *fd,
+			 s32 err, struct nz_rx_spare *s)
+{
+	struct nz_peer *p = conn->peer;
+
+	nz_seqwin_mark_done(&p->rxwin, fd->msg_id);
+	if (err == -ENOBUFS)
+		nz_rx_grave(p, fd->msg_id, fd->tag, fd->tag_seq, err, &s->msg);
+	nz_frame_init(&s->ctrl->f, NZ_FRAME_REFUSE);
+	s->ctrl->f.abort.msg_id = fd->msg_id;
+	s->ctrl->f.abort.reason = -err;
+	if (nz_conn_queue_ctrl(conn, s->ctrl))
+		s->ctrl = NULL;
+	atomic64_inc(&nz_stats.msgs_refused);
+}
+
+/*
+ * Find or create the message a DATA frame belongs to.  Returns 0 with *out
+ * referenced (NULL: drain and acknowledge the frame: a duplicate of a
+ * finished message, or one we refuse), or an error: -EAGAIN when the
+ * unexpected-message budget is full (the connection stalls until a
+ * receive is posted or budget frees up, for a whole timeout at most:
+ * refuse), -EPROTO.
+ */
+static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
+			struct nz_msg **out, struct nz_rx_spare *s,
+			bool refuse)
+{
+	struct nz_peer *p = conn->peer;
+	u64 budget = (u64)READ_ONCE(unexpected_mb) << 20;
+	u32 unit = p->comm->unit;
+	u64 words = nz_reasm_bitmap_words(fd->total, unit);
+	u64 cost = fd->total + sizeof(struct nz_msg) + words * sizeof(u64);
+	struct mem_cgroup *old;
+	struct nz_msg *m, *posted;
+	int tries, ret = 0;
+	s32 gone;
+
+	*out = NULL;
+	for (tries = 0; tries < 3; tries++) {
+		spin_lock_bh(&p->lock);
+		if (nz_seqwin_is_done(&p->rxwin, fd->msg_id))
+			goto out_unlock;
+		ret = -EPROTO;
+		if (!nz_seqwin_in_window(&p->rxwin, fd->msg_id))
+			goto out_unlock;
+		ret = 0;
+		m = nz_find_arrived(p, fd->msg_id);
+		if (m)
+			goto found;
+		posted = nz_find_posted(p, fd->tag, fd->tag_seq);
+		gone = 0;
+		if (!posted && nz_tag_rx_passed(p, fd->tag, fd->tag_seq)) {
+			gone = -ECONNABORTED;
+		} else if (!posted &&
+			   (p->unexpected_bytes + cost > budget ||
+			    p->unexpected_msgs >= READ_ONCE(unexpected_msgs))) {
+			ret = -EAGAIN;
+			if (!refuse)
+				goto out_unlock;
+			gone = -ENOBUFS;
+		}
+		if (gone && s->ctrl && (gone != -ENOBUFS || s->msg)) {
+			nz_rx_refuse(conn, fd, gone, s);
+			ret = 0;
+			goto out_unlock;
+		}
+		if (!gone && (words == 0 || s->map) &&
+		    (posted || (s->msg && s->kbuf)))
+			goto create;
+		spin_unlock_bh(&p->lock);
+
+		/* Charged to the receiver's creator, not to this worker. */
+		old = set_active_memcg(p->comm->memcg);
+		if (gone && !s->ctrl)
+			s->ctrl = kzalloc(sizeof(*s->ctrl), GFP_KERNEL);
+		if ((gone == -ENOBUFS || (!gone && !posted)) && !s->msg)
+			s->msg = nz_msg_alloc(p, NZ_MSG_RX);
+		if (!gone && words && !s->map)
+			s->map = kvcalloc(words, sizeof(u64),
+					  GFP_KERNEL_ACCOUNT);
+		if (!gone && !posted && !s->kbuf)
+			s->kbuf = kvmalloc(max_t(u64, fd->total, 1),
+					   GFP_KERNEL_ACCOUNT);
+		set_active_memcg(old);
+		if (gone ? !s->ctrl || (gone == -ENOBUFS && !s->msg) :
+		    (words && !s->map) || (!posted && (!s->msg || !s->kbuf)))
+			return -ENOMEM;
+	}
+	return -EAGAIN;
+
+create:
+	if (posted) {
+		m = posted;
+		list_del_init(&m->node);
+		if (fd->total > m->len) {
+			/* Fail the receive now, drain the message. */
+			s->toolong = m->xreq;
+			m->xreq = NULL;
+			m->discard = true;
+		}
+	} else {
+		m = s->msg;
+		s->msg = NULL;
+		m->kbuf = s->kbuf;
+		s->kbuf = NULL;
+		m->budget = cost;
+		p->unexpected_bytes += cost;
+		p->unexpected_msgs++;
+	}
+	m->msg_id = fd->msg_id;
+	m->tag = fd->tag;
+	m->tag_seq = fd->tag_seq;
+	m->total = fd->total;
+	m->map = s->map;
+	s->map = NULL;
+	nz_reasm_init(&m->reasm, fd->total, unit, m->map);
+	m->arrived = true;
+	list_add_tail(&m->node, &p->rx_msgs);
+found:
+	kref_get(&m->ref);
+	*out = m;
+out_unlock:
+	spin_unlock_bh(&p->lock);
+	return ret;
+}
+
+static bool nz_reasm_seen(const struct nz_reasm *r, u64 offset)
+{
+	u64 u = offset >> r->unit_shift;
+
+	if (!r->nunits)
+		return r->zero_seen;
+	return u < r->nunits && (r->map[u / 64] & BIT_ULL(u % 64));
+}
+
+int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
+		    struct nz_rx_dest *d)
+{
+	const struct nz_frame_data *fd = &f->data;
+	struct nz_peer *p = conn->peer;
+	struct nz_rx_spare s = { };
+	struct nz_msg *m;
+	int ret;
+
+	memset(d, 0, sizeof(*d));
+	d->f = *f;
+	if (!nz_wire_chunk_ok(fd->total, fd->offset, f->len, p->comm->unit))
+		return -EPROTO;
+	ret = nz_rx_lookup(conn, fd, &m, &s, nz_conn_refuse_due(conn));
+	nz_rx_spare_free(&s);
+	if (ret == -EAGAIN && !READ_ONCE(conn->rx_blocked))
+		WRITE_ONCE(conn->blocked_since, jiffies);
+	if (ret)
+		return ret;
+	if (!m) {
+		/* A duplicate of a finished message: drain, acknowledge. */
+		d->drain = true;
+		return 0;
+	}
+	spin_lock_bh(&p->lock);
+	if (fd->total != m->total) {
+		spin_unlock_bh(&p->lock);
+		nz_msg_put(m);
+		return -EPROTO;
+	}
+	if (m->done || m->discard || nz_reasm_seen(&m->reasm, fd->offset)) {
+		/* Drained; still accounted, so that the message can finish. */
+		d->drain = true;
+	} else if (m->kbuf) {
+		d->kv.iov_base = m->kbuf + fd->offset;
+		d->kv.iov_len = f->len;
+		iov_iter_kvec(&d->iter, ITER_DEST, &d->kv, 1, f->len);
+	} else {
+		nz_ubuf_iter(&m->ubuf, ITER_DEST, fd->offset, f->len,
+			     &d->iter);
+	}
+	m->writers++;
+	d->msg = m;		/* the lookup's reference */
+	spin_unlock_bh(&p->lock);
+	return 0;
+}
+ALLOW_ERROR_INJECTION(nz_conn_rx_data, ERRNO);
+
+int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_msg *m = d->msg;
+	bool complete = false, release = false;
+	struct nz_ctrl *ack;
+	int ret = 0;
+
+	ack = kzalloc(sizeof(*ack), GFP_KERNEL);
+	if (!ack)
+		ret = -ENOMEM;
+	spin_lock_bh(&p->lock);
+	if (m) {
+		m->writers--;
+		if (!ret && !m->done)
+			ret = nz_reasm_add(&m->reasm, d->f.data.offset,
+					   d->f.len);
+		if (ret == NZ_REASM_NEW) {
+			p->last_progress = jiffies;
+			atomic64_add(d->f.len, &conn->bytes_rx);
+			atomic64_inc(&conn->chunks_rx);
+			atomic64_add(d->f.len, &conn->rail->stats.bytes_rx);
+			atomic64_inc(&conn->rail->stats.chunks_rx);
+			ret = 0;
+		} else if (ret == NZ_REASM_DUP) {
+			ret = 0;
+		}
+		if (!ret && !m->complete && !m->done &&
+		    nz_reasm_done(&m->reasm)) {
+			m->complete = true;
+			if (m->xreq)
+				complete = nz_msg_set_done(m, m->total);
+			else if (m->discard)
+				complete = nz_msg_set_done(m, 0);
+			else
+				nz_seqwin_mark_done(&p->rxwin, m->msg_id);
+		}
+		if (m->done && !m->writers && !m->cqe_posted) {
+			m->cqe_posted = true;
+			complete = true;
+		}
+		release = m->complete && m->writers;
+	}
+	if (!ret && ack) {
+		nz_frame_init(&ack->f, NZ_FRAME_ACK);
+		ack->f.ack.msg_id = d->f.data.msg_id;
+		ack->f.ack.offset = d->f.data.offset;
+		ack->f.ack.len = d->f.len;
+		if (nz_conn_queue_ctrl(conn, ack))
+			ack = NULL;
+	}
+	spin_unlock_bh(&p->lock);
+	kfree(ack);
+	if (complete)
+		nz_msg_complete(m);
+	if (release)	/* another rail is still half-way through a copy */
+		nz_peer_release_writers(p);
+	if (m)
+		nz_msg_put(m);
+	nz_conn_kick(conn);
+	return ret;
+}
+
+/*
+ * The transport is in the middle of a frame for a message that completed
+ * meanwhile (its bytes came over other rails): let go of the message, and
+ * read the rest of the frame into nothing; it is still acknowledged at its
+ * end (nz_conn_rx_data_done() with no message).  What it wrote so far is
+ * the same data the other copy brought.  Returns true if it let go.
+ */
+bool nz_conn_rx_data_release(struct nz_conn *conn, struct nz_rx_dest *d)
+{
+	if (!d->msg || d->drain || !READ_ONCE(d->msg->complete))
+		return false;
+	nz_conn_rx_data_abort(conn, d);
+	d->drain = true;
+	return true;
+}
+
+/* The transport gave up on a frame whose payload it was reading. */
+void nz_conn_rx_data_abort(struct nz_conn *conn, struct nz_rx_dest *d)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_msg *m = d->msg;
+	bool complete = false;
+
+	if (!m)
+		return;
+	spin_lock_bh(&p->lock);
+	complete = nz_msg_writer_done(m);
+	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(m);
+	nz_msg_put(m);
+	d->msg = NULL;
+}
+
+/*
+ * The peer withdrew its message a->msg_id (its send failed).  Whatever we
+ * hold of it goes, the receive that has it or will claim it fails with
+ * -ECONNABORTED, and the duplicate window moves past it.  Answered with
+ * ABORT_ACK every time, repeats included: the peer stops repeating then.
+ */
+static int nz_conn_rx_abort(struct nz_conn *conn, const struct nz_frame_abort *a)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_msg *m, *grave;
+	struct mem_cgroup *old;
+	struct nz_ctrl *ack;
+	LIST_HEAD(done);
+	int ret = 0;
+
+	ack = kzalloc(sizeof(*ack), GFP_KERNEL);
+	old = set_active_memcg(p->comm->memcg);
+	grave = nz_msg_alloc(p, NZ_MSG_RX);
+	set_active_memcg(old);
+	if (!ack || !grave) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	spin_lock_bh(&p->lock);
+	if (nz_seqwin_is_done(&p->rxwin, a->msg_id))
+		goto answer;		/* delivered, refused, or a repeat */
+	if (!nz_seqwin_in_window(&p->rxwin, a->msg_id)) {
+		spin_unlock_bh(&p->lock);
+		ret = -EPROTO;
+		goto out;
+	}
+	atomic64_inc(&nz_stats.msgs_withdrawn);
+	m = nz_find_arrived(p, a->msg_id);
+	if (!m)
+		m = nz_find_posted(p, a->tag, a->tag_seq);
+	if (m && m->arrived && (m->tag != a->tag || m->tag_seq != a->tag_seq)) {
+		spin_unlock_bh(&p->lock);
+		ret = -EPROTO;
+		goto out;
+	}
+	if (m && (m->xreq || m->arrived)) {
+		/* A receive has it, or part of it waits for one: both end. */
+		if (!m->xreq)
+			nz_rx_grave(p, a->msg_id, a->tag, a->tag_seq,
+				    -ECONNABORTED, &grave);
+		if (nz_msg_set_done(m, -ECONNABORTED))
+			list_add_tail(&m->node, &done);
+	} else if (!nz_tag_rx_passed(p, a->tag, a->tag_seq)) {
+		nz_rx_grave(p, a->msg_id, a->tag, a->tag_seq, -ECONNABORTED,
+			    &grave);
+	}
+	nz_seqwin_mark_done(&p->rxwin, a->msg_id);
+answer:
+	nz_frame_init(&ack->f, NZ_FRAME_ABORT_ACK);
+	ack->f.abort.msg_id = a->msg_id;
+	if (nz_conn_queue_ctrl(conn, ack))
+		ack = NULL;
+	spin_unlock_bh(&p->lock);
+	nz_complete_list(&done);
+	/* Budget came back: a path held back for it may go on. */
+	nz_peer_kick(p);
+out:
+	kfree(ack);
+	if (grave)
+		nz_msg_put(grave);
+	return ret;
+}
+
+int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
+{
+	struct nz_ctrl *c;
+
+	switch (f->type) {
+	case NZ_FRAME_ACK:
+		return nz_conn_rx_ack(conn, &f->ack);
+	case NZ_FRAME_HEARTBEAT:
+		/* Its arrival is what counts; echo only the ones asked for. */
+		if (!(f->hb.seq & NZ_HB_ECHO))
+			return 0;
+		c = kzalloc(sizeof(*c), GFP_KERNEL);
+		if (!c)
+			return -ENOMEM;
+		nz_frame_init(&c->f, NZ_FRAME_HEARTBEAT_ACK);
+		c->f.hb = f->hb;
+		spin_lock_bh(&conn->peer->lock);
+		if (nz_conn_queue_ctrl(conn, c)) {
+			atomic64_inc(&conn->rail->stats.hb_frames);
+			c = NULL;
+		}
+		spin_unlock_bh(&conn->peer->lock);
+		kfree(c);
+		nz_conn_kick(conn);
+		return 0;
+	case NZ_FRAME_HEARTBEAT_ACK:
+		nz_sched_rtt(conn, f->hb.ts_ns, f->hb.seq);
+		return 0;
+	case NZ_FRAME_ABORT:
+		return nz_conn_rx_abort(conn, &f->abort);
+	case NZ_FRAME_ABORT_ACK:
+		return nz_conn_rx_abort_ack(conn, &f->abort);
+	case NZ_FRAME_REFUSE:
+		return nz_conn_rx_refuse(conn, &f->abort);
+	case NZ_FRAME_CLOSE:
+		/* The peer left the job in order, or refused us. */
+		return f->close.reason == NZ_CLOSE_NORMAL ? -ESHUTDOWN :
+		       -ECONNRESET;
+	default:
+		return -EPROTO;
+	}
+}
+ALLOW_ERROR_INJECTION(nz_conn_rx_ctrl, ERRNO);

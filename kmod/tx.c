@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The transmit path: the next frame for a connection (control frames,
+ * ABORTs, chunks), a chunk's write done or abandoned, chunks moved off a
+ * lost connection; and the sender's side of the answers: ACK, ABORT_ACK
+ * and REFUSE.
+ */
+#include <linux/module.h>
+#include <linux/error-injection.h>
+#include <linux/slab.h>
+#include "msg.h"
+
+static struct kmem_cache *nz_chunk_cache;
+
+void nz_chunk_free(struct nz_chunk *ch)
+{
+	if (ch->msg)
+		nz_msg_put(ch->msg);
+	kmem_cache_free(nz_chunk_cache, ch);
+}
+
+/* Chunks of messages already done, off their lists: free them unlocked. */
+void nz_chunks_free_list(struct list_head *chunks)
+{
+	struct nz_chunk *ch, *tmp;
+
+	list_for_each_entry_safe(ch, tmp, chunks, node)
+		nz_chunk_free(ch);
+}
+
+static struct nz_chunk *nz_chunk_find(struct list_head *list,
+				      const struct nz_frame_ack *a)
+{
+	struct nz_chunk *ch;
+
+	list_for_each_entry(ch, list, node)
+		if (ch->msg->msg_id == a->msg_id && ch->offset == a->offset &&
+		    ch->len == a->len)
+			return ch;
+	return NULL;
+}
+
+/*
+ * An ACK names a chunk by (message, offset, length), whichever copy of it
+ * the receiver saw.  The chunk is normally on the connection the ACK came
+ * back on, but not always: a path we suspected (silent for a while, maybe
+ * only busy) had its chunk moved to peer->resend, or resent on another
+ * path, before the ACK of the first copy arrived.  That ACK still proves
+ * the bytes arrived; ignoring it left the message waiting for a resend the
+ * receiver no longer needed (and, if the receiver then left the job,
+ * failed it with -ECONNRESET although every byte had arrived).
+ */
+int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_conn *owner = conn;
+	struct nz_chunk *found;
+	bool complete = false, free_it;
+	struct nz_msg *m;
+	u32 s;
+
+	spin_lock_bh(&p->lock);
+	found = nz_chunk_find(&conn->chunks, a);
+	if (!found) {
+		owner = NULL;
+		found = nz_chunk_find(&p->resend, a);
+	}
+	for (s = 0; !found && s < p->comm->nrails; s++) {
+		if (&p->conns[s] == conn)
+			continue;
+		found = nz_chunk_find(&p->conns[s].chunks, a);
+		if (found)
+			owner = &p->conns[s];
+	}
+	if (!found) {
+		/* Stale: the chunk was acknowledged already. */
+		spin_unlock_bh(&p->lock);
+		return 0;
+	}
+	list_del(&found->node);
+	if (owner)
+		owner->inflight_bytes -= found->len;
+	/* A sample only for the path that carried the copy it times. */
+	if (owner == conn)
+		nz_sched_acked(conn, found);
+	else
+		atomic64_inc(&conn->rail->stats.acks_late);
+	p->last_progress = jiffies;
+	m = found->msg;
+	m->outstanding--;
+	if (m->assigned_all && !m->outstanding)
+		complete = nz_msg_set_done(m, m->total);
+	/*
+	 * Its writer has not returned yet: it frees the chunk, maybe as soon
+	 * as we unlock -- so decide here, never look at found after.
+	 */
+	free_it = !found->busy;
+	if (!free_it)
+		found->acked = true;
+	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(m);
+	if (free_it)
+		nz_chunk_free(found);
+	nz_conn_kick(conn);
+	if (owner && owner != conn)
+		nz_conn_kick(owner);
+	return 0;
+}
+
+/* The receiver took note of our ABORT: stop repeating it. */
+int nz_conn_rx_abort_ack(struct nz_conn *conn, const struct nz_frame_abort *a)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_abort *ab, *found = NULL;
+
+	spin_lock_bh(&p->lock);
+	list_for_each_entry(ab, &p->aborts, node)
+		if (ab->msg_id == a->msg_id) {
+			found = ab;
+			list_del(&ab->node);
+			break;
+		}
+	spin_unlock_bh(&p->lock);
+	kfree(found);
+	/* The window may have waited behind it. */
+	if (found)
+		nz_peer_kick(p);
+	return 0;
+}
+
+/* The receiver will not deliver our message a->msg_id: fail the send. */
+int nz_conn_rx_refuse(struct nz_conn *conn, const struct nz_frame_abort *a)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_abort *ab = NULL;
+	bool complete = false;
+	struct nz_msg *m;
+	s32 err;
+
+	/* Only what the receiver may say; anything else is a plain abort. */
+	err = a->reason == ENOBUFS ? -ENOBUFS : -ECONNABORTED;
+	spin_lock_bh(&p->lock);
+	list_for_each_entry(m, &p->tx_msgs, node)
+		if (m->msg_id == a->msg_id) {
+			/* It is done on its side already: no ABORT. */
+			ab = m->abort;
+			m->abort = NULL;
+			complete = nz_msg_set_done(m, err);
+			atomic64_inc(&nz_stats.sends_refused);
+			break;
+		}
+	spin_unlock_bh(&p->lock);
+	kfree(ab);
+	if (complete)
+		nz_msg_complete(m);
+	return 0;
+}
+
+/* ---- transmit path ---------------------------------------------------------- */
+
+int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_chunk *spare, *ch, *tmp;
+	struct nz_ctrl *c = NULL;
+	struct nz_abort *ab;
+	LIST_HEAD(dead);
+	bool flushed;
+	struct nz_msg *m;
+
+	spare = kmem_cache_zalloc(nz_chunk_cache, GFP_KERNEL);
+	spin_lock_bh(&p->lock);
+	if (!list_empty(&conn->ctrl)) {
+		c = list_first_entry(&conn->ctrl, struct nz_ctrl, node);
+		list_del(&c->node);
+		conn->nctrl--;
+		flushed = !conn->nctrl && READ_ONCE(p->comm->dead);
+		WRITE_ONCE(conn->tx_last, jiffies);
+		spin_unlock_bh(&p->lock);
+		it->f = c->f;
+		it->chunk = NULL;
+		kfree(c);
+		/* nz_comm_destroy() waits for the last one. */
+		if (flushed)
+			wake_up_all(&p->comm->waitq);
+		if (spare)
+			kmem_cache_free(nz_chunk_cache, spare);
+		return 0;
+	}
+	/* A withdrawn send, on every path until the receiver answers. */
+	list_for_each_entry(ab, &p->aborts, node) {
+		if (conn->state != NZ_CONN_UP || (ab->sent & BIT(conn->slot)))
+			continue;
+		ab->sent |= BIT(conn->slot);
+		nz_frame_init(&it->f, NZ_FRAME_ABORT);
+		it->f.abort.msg_id = ab->msg_id;
+		it->f.abort.tag = ab->tag;
+		it->f.abort.tag_seq = ab->tag_seq;
+		it->f.abort.reason = ab->reason;
+		it->chunk = NULL;
+		WRITE_ONCE(conn->tx_last, jiffies);
+		spin_unlock_bh(&p->lock);
+		if (spare)
+			kmem_cache_free(nz_chunk_cache, spare);
+		return 0;
+	}
+	/* Chunks to resend of a message that failed meanwhile: never sent. */
+	list_for_each_entry_safe(ch, tmp, &p->resend, node)
+		if (ch->msg->done)
+			list_move_tail(&ch->node, &dead);
+	ch = (spare && conn->state == NZ_CONN_UP) ?
+		nz_sched_next_chunk(conn, &spare) : NULL;
+	if (!ch) {
+		spin_unlock_bh(&p->lock);
+		nz_chunks_free_list(&dead);
+		if (spare)
+			kmem_cache_free(nz_chunk_cache, spare);
+		return -ENODATA;
+	}
+	m = ch->msg;
+	ch->busy = true;
+	m->writers++;
+	WRITE_ONCE(conn->tx_last, jiffies);
+	nz_frame_init(&it->f, NZ_FRAME_DATA);
+	it->f.len = ch->len;
+	it->f.data.msg_id = m->msg_id;
+	it->f.data.tag = m->tag;
+	it->f.data.tag_seq = m->tag_seq;
+	it->f.data.total = m->total;
+	it->f.data.offset = ch->offset;
+	it->chunk = ch;
+	/* The chunk's reference keeps the pages pinned while we send. */
+	nz_ubuf_iter(&m->ubuf, ITER_SOURCE, ch->offset, ch->len, &it->iter);
+	spin_unlock_bh(&p->lock);
+	nz_chunks_free_list(&dead);
+	if (spare)
+		kmem_cache_free(nz_chunk_cache, spare);
+	return 0;
+}
+ALLOW_ERROR_INJECTION(nz_conn_tx_next, ERRNO);
+
+void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
+{
+	struct nz_chunk *ch = it->chunk;
+	struct nz_peer *p = conn->peer;
+	bool free_it = false, moved = false, complete = false;
+	struct nz_msg *m;
+
+	if (!ch)
+		return;
+	atomic64_add(it->f.len, &conn->bytes_tx);
+	atomic64_inc(&conn->chunks_tx);
+	atomic64_add(it->f.len, &conn->rail->stats.bytes_tx);
+	atomic64_inc(&conn->rail->stats.chunks_tx);
+	m = ch->msg;
+	spin_lock_bh(&p->lock);
+	ch->busy = false;
+	complete = nz_msg_writer_done(m);
+	if (ch->acked) {
+		free_it = true;
+	} else if (READ_ONCE(conn->suspect) && !m->done) {
+		/* Written on a path we gave up on: send it elsewhere too. */
+		conn->inflight_bytes -= ch->len;
+		list_move_tail(&ch->node, &p->resend);
+		moved = true;
+	}
+	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(m);
+	if (free_it)
+		nz_chunk_free(ch);
+	if (moved)
+		nz_peer_kick(p);
+}
+
+/*
+ * The transport gave up on it->chunk half-way through writing it (the
+ * connection closes, or the write failed): that write will never report
+ * done.  The chunk stops counting as a writer of its message, so that a
+ * message waiting only for it posts its CQE now.  One still on the
+ * connection's list stays there for nz_conn_requeue_chunks(); one that was
+ * acknowledged meanwhile (a copy sent on another path arrived first) is on
+ * no list any more, and is freed here.  Before, such a send never
+ * completed: with 16 ranks on 8 guests, where overloaded paths are
+ * suspected and torn down all the time, a rank hung in alltoall with its
+ * send's CQE held back for good.
+ */
+void nz_conn_tx_abort(struct nz_conn *conn, struct nz_tx_item *it)
+{
+	struct nz_chunk *ch = it->chunk;
+	struct nz_peer *p = conn->peer;
+	bool complete = false, free_it;
+	struct nz_msg *m;
+
+	if (!ch)
+		return;
+	it->chunk = NULL;
+	m = ch->msg;
+	spin_lock_bh(&p->lock);
+	if (ch->busy) {
+		ch->busy = false;
+		complete = nz_msg_writer_done(m);
+	}
+	free_it = ch->acked;
+	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(m);
+	if (free_it)
+		nz_chunk_free(ch);
+}
+
+/*
+ * The connection lost its transport: every chunk it carried and that was
+ * not acknowledged goes back to the peer, to be sent again on any rail.
+ * The receiver drops what it already has and acknowledges it anyway.
+ */
+u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_chunk *ch, *tmp;
+	LIST_HEAD(done);
+	LIST_HEAD(dead);
+	u32 n = 0;
+
+	spin_lock_bh(&p->lock);
+	list_for_each_entry_safe(ch, tmp, &conn->chunks, node) {
+		/*
+		 * Unless the transport is gone (all), the chunk it is writing
+		 * stays: it moves when the write is done (nz_conn_tx_done()),
+		 * so its pages are never read after another copy completed it.
+		 */
+		if (ch->busy && !all)
+			continue;
+		conn->inflight_bytes -= ch->len;
+		nz_chunk_write_lost(ch, &done);
+		ch->sent = false;
+		/* A message that failed is never read again: drop its chunks. */
+		if (ch->msg->done) {
+			list_move_tail(&ch->node, &dead);
+			continue;
+		}
+		list_move_tail(&ch->node, &p->resend);
+		n++;
+	}
+	if (all) {
+		struct nz_abort *ab;
+
+		conn->inflight_bytes = 0;
+		/* An ABORT written here may be lost with it: again, later. */
+		list_for_each_entry(ab, &p->aborts, node)
+			ab->sent &= ~BIT(conn->slot);
+	}
+	spin_unlock_bh(&p->lock);
+	nz_complete_list(&done);
+	nz_chunks_free_list(&dead);
+	return n;
+}
+
+void nz_conn_free_ctrl(struct nz_conn *conn)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_ctrl *c, *tmp;
+	LIST_HEAD(list);
+
+	spin_lock_bh(&p->lock);
+	list_splice_init(&conn->ctrl, &list);
+	conn->nctrl = 0;
+	spin_unlock_bh(&p->lock);
+	list_for_each_entry_safe(c, tmp, &list, node)
+		kfree(c);
+}
+
+/* Chunks still on a connection when the communicator is torn down. */
+void nz_conn_drop_chunks(struct nz_conn *conn)
+{
+	struct nz_chunk *ch;
+	LIST_HEAD(chunks);
+	LIST_HEAD(done);
+
+	spin_lock_bh(&conn->peer->lock);
+	list_for_each_entry(ch, &conn->chunks, node)
+		nz_chunk_write_lost(ch, &done);
+	list_splice_init(&conn->chunks, &chunks);
+	conn->inflight_bytes = 0;
+	spin_unlock_bh(&conn->peer->lock);
+	nz_complete_list(&done);
+	nz_chunks_free_list(&chunks);
+}
+
+/* ---- chunk allocation, for sched.c ------------------------------------------ */
+
+int nz_msg_init(void)
+{
+	nz_chunk_cache = KMEM_CACHE(nz_chunk, 0);
+	return nz_chunk_cache ? 0 : -ENOMEM;
+}
+
+void nz_msg_exit(void)
+{
+	kmem_cache_destroy(nz_chunk_cache);
+}
