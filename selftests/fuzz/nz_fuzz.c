@@ -167,8 +167,14 @@ static uint64_t edge64(struct rng *r)
 typedef unsigned __int128 emask;
 #define A(e)	((emask)1 << (e))
 #define A_OK	((emask)1)
+/*
+ * What a transfer may end with; ECONNABORTED and ENOBUFS when the other
+ * side gave up on the message first or had no room for it
+ * (Documentation/wire.rst, "Failed transfers").
+ */
 #define XFER_ERRS (A(EINVAL) | A(EFAULT) | A(ENOMEM) | A(ETIMEDOUT) | \
-		   A(ENETDOWN) | A(ECANCELED) | A(ECONNRESET) | A(EMSGSIZE))
+		   A(ENETDOWN) | A(ECANCELED) | A(ECONNRESET) | A(EMSGSIZE) | \
+		   A(ECONNABORTED) | A(ENOBUFS))
 
 static bool allowed(emask mask, long res)
 {
