@@ -232,15 +232,24 @@ static struct nz_xreq *nz_xreq_alloc(struct nz_file *f,
 
 /* ---- tags ---------------------------------------------------------------- */
 
+/* The (tag, sequence) entry of tag with p, or NULL; under p->lock. */
+struct nz_tagseq *nz_tagseq_find(struct nz_peer *p, u64 tag)
+{
+	struct nz_tagseq *t;
+
+	hlist_for_each_entry(t, &p->tags[hash_64(tag, NZ_TAG_HASH_BITS)], node)
+		if (t->tag == tag)
+			return t;
+	return NULL;
+}
+
 static struct nz_tagseq *nz_tagseq_get(struct nz_peer *p, u64 tag,
 				       struct nz_tagseq **spare)
 {
-	struct hlist_head *head = &p->tags[hash_64(tag, NZ_TAG_HASH_BITS)];
-	struct nz_tagseq *t;
+	struct nz_tagseq *t = nz_tagseq_find(p, tag);
 
-	hlist_for_each_entry(t, head, node)
-		if (t->tag == tag)
-			return t;
+	if (t)
+		return t;
 	if (p->ntags >= READ_ONCE(max_tags)) {
 		atomic64_inc(&nz_stats.tags_refused);
 		pr_notice_ratelimited("comm %u: rank %u used max_tags (%u) tags with rank %u: new tag refused\n",
@@ -252,7 +261,7 @@ static struct nz_tagseq *nz_tagseq_get(struct nz_peer *p, u64 tag,
 	t = *spare;
 	*spare = NULL;
 	t->tag = tag;
-	hlist_add_head(&t->node, head);
+	hlist_add_head(&t->node, &p->tags[hash_64(tag, NZ_TAG_HASH_BITS)]);
 	return t;
 }
 

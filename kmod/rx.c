@@ -10,7 +10,6 @@
 #include <linux/memcontrol.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
-#include <linux/hash.h>
 #include "msg.h"
 
 static unsigned int unexpected_mb = 256;
@@ -116,12 +115,9 @@ static void nz_rx_spare_free(struct nz_rx_spare *s)
 /* The receive of (tag, seq) was posted and is gone (failed unmatched). */
 static bool nz_tag_rx_passed(struct nz_peer *p, u64 tag, u64 seq)
 {
-	struct nz_tagseq *t;
+	struct nz_tagseq *t = nz_tagseq_find(p, tag);
 
-	hlist_for_each_entry(t, &p->tags[hash_64(tag, NZ_TAG_HASH_BITS)], node)
-		if (t->tag == tag)
-			return seq < t->rx_next;
-	return false;
+	return t && seq < t->rx_next;
 }
 
 /*
