@@ -539,6 +539,7 @@ static int nz_comm_alloc_peers(struct nz_comm *comm)
 		INIT_LIST_HEAD(&p->tx_msgs);
 		INIT_LIST_HEAD(&p->resend);
 		INIT_LIST_HEAD(&p->aborts);
+		INIT_LIST_HEAD(&p->refusals);
 		INIT_LIST_HEAD(&p->rx_msgs);
 		INIT_LIST_HEAD(&p->posted);
 		nz_seqwin_init(&p->rxwin);

@@ -117,7 +117,7 @@ struct nz_msg {
  * counts as in flight (sched.c keeps the window behind it).
  */
 struct nz_abort {
-	struct list_head node;		/* peer->aborts */
+	struct list_head node;		/* peer->aborts or peer->refusals */
 	u64 msg_id, tag, tag_seq;
 	u32 reason;			/* positive errno */
 	u32 sent;			/* slots it was written on */
@@ -264,6 +264,7 @@ struct nz_peer {
 	struct list_head aborts;	/* struct nz_abort not yet answered */
 	/* rx */
 	struct nz_seqwin rxwin;
+	struct list_head refusals;	/* struct nz_abort: messages refused */
 	struct list_head rx_msgs;	/* incoming, by arrival */
 	struct list_head posted;	/* receives not matched yet */
 	u64 unexpected_bytes;

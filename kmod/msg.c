@@ -118,6 +118,7 @@ void nz_peer_free_aborts(struct nz_peer *p)
 
 	spin_lock_bh(&p->lock);
 	list_splice_init(&p->aborts, &list);
+	list_splice_init(&p->refusals, &list);
 	spin_unlock_bh(&p->lock);
 	list_for_each_entry_safe(ab, tmp, &list, node)
 		kfree(ab);

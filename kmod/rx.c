@@ -98,6 +98,7 @@ struct nz_rx_spare {
 	u64 *map;
 	void *kbuf;
 	struct nz_ctrl *ctrl;		/* a REFUSE */
+	struct nz_abort *rec;		/* its record, for later frames */
 	struct nz_xreq *toolong;	/* receive to fail with -EMSGSIZE */
 };
 
@@ -110,6 +111,7 @@ static void nz_rx_spare_free(struct nz_rx_spare *s)
 	kvfree(s->map);
 	kvfree(s->kbuf);
 	kfree(s->ctrl);
+	kfree(s->rec);
 }
 
 /* The receive of (tag, seq) was posted and is gone (failed unmatched). */
@@ -146,12 +148,51 @@ static void nz_rx_grave(struct nz_peer *p, u64 msg_id, u64 tag, u64 seq,
 }
 
 /*
+ * A message we refused, if fd->msg_id is one: its (positive) reason, or 0.
+ * The record goes once the peer sends a msg_id NZ_SEQWIN_SIZE past it: it
+ * never has more in flight from its oldest unfinished send, so by then it
+ * has our REFUSE.  Under p->lock.
+ */
+static u32 nz_rx_refused(struct nz_peer *p, u64 msg_id)
+{
+	struct nz_abort *r, *tmp;
+	u32 reason = 0;
+
+	list_for_each_entry_safe(r, tmp, &p->refusals, node) {
+		if (r->msg_id == msg_id) {
+			reason = r->reason;
+		} else if (msg_id - r->msg_id >= NZ_SEQWIN_SIZE &&
+			   msg_id > r->msg_id) {
+			list_del(&r->node);
+			kfree(r);
+		}
+	}
+	return reason;
+}
+
+/*
+ * Queue a REFUSE of msg_id on this path, ahead of the ACK of the frame
+ * that came with it: every frame of a refused message is answered that
+ * way, on whichever path it comes -- one answered by a bare ACK on a path
+ * whose REFUSE died with another would let the send complete.  Under
+ * p->lock; takes s->ctrl.
+ */
+static void nz_rx_queue_refuse(struct nz_conn *conn, u64 msg_id, u32 reason,
+			       struct nz_rx_spare *s)
+{
+	nz_frame_init(&s->ctrl->f, NZ_FRAME_REFUSE);
+	s->ctrl->f.abort.msg_id = msg_id;
+	s->ctrl->f.abort.reason = reason;
+	if (nz_conn_queue_ctrl(conn, s->ctrl))
+		s->ctrl = NULL;
+}
+
+/*
  * We will not deliver the peer's message fd->msg_id: its receive gave up
  * before it came (-ECONNABORTED), or it found no receive and no room for a
  * whole timeout (-ENOBUFS).  It is done for the duplicate window, so every
- * frame of it is drained and acknowledged; the REFUSE goes first on this
- * path, ahead of this frame's ACK, so the send fails instead of completing.
- * Under p->lock.
+ * frame of it is drained, and refused before it is acknowledged, so that
+ * the send fails instead of completing.  Under p->lock; takes s->rec.
  */
 static void nz_rx_refuse(struct nz_conn *conn, const struct nz_frame_data *fd,
 			 s32 err, struct nz_rx_spare *s)
@@ -161,11 +202,11 @@ static void nz_rx_refuse(struct nz_conn *conn, const struct nz_frame_data *fd,
 	nz_seqwin_mark_done(&p->rxwin, fd->msg_id);
 	if (err == -ENOBUFS)
 		nz_rx_grave(p, fd->msg_id, fd->tag, fd->tag_seq, err, &s->msg);
-	nz_frame_init(&s->ctrl->f, NZ_FRAME_REFUSE);
-	s->ctrl->f.abort.msg_id = fd->msg_id;
-	s->ctrl->f.abort.reason = -err;
-	if (nz_conn_queue_ctrl(conn, s->ctrl))
-		s->ctrl = NULL;
+	s->rec->msg_id = fd->msg_id;
+	s->rec->reason = -err;
+	list_add_tail(&s->rec->node, &p->refusals);
+	s->rec = NULL;
+	nz_rx_queue_refuse(conn, fd->msg_id, -err, s);
 	atomic64_inc(&nz_stats.msgs_refused);
 }
 
@@ -189,13 +230,28 @@ static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
 	struct mem_cgroup *old;
 	struct nz_msg *m, *posted;
 	int tries, ret = 0;
+	u32 reason;
 	s32 gone;
 
 	*out = NULL;
 	for (tries = 0; tries < 3; tries++) {
 		spin_lock_bh(&p->lock);
-		if (nz_seqwin_is_done(&p->rxwin, fd->msg_id))
-			goto out_unlock;
+		if (nz_seqwin_is_done(&p->rxwin, fd->msg_id)) {
+			/* A repeat: drained; refused again if it was. */
+			reason = list_empty(&p->refusals) ? 0 :
+				 nz_rx_refused(p, fd->msg_id);
+			if (!reason)
+				goto out_unlock;
+			if (s->ctrl) {
+				nz_rx_queue_refuse(conn, fd->msg_id, reason, s);
+				goto out_unlock;
+			}
+			spin_unlock_bh(&p->lock);
+			s->ctrl = kzalloc(sizeof(*s->ctrl), GFP_KERNEL);
+			if (!s->ctrl)
+				return -ENOMEM;
+			continue;
+		}
 		ret = -EPROTO;
 		if (!nz_seqwin_in_window(&p->rxwin, fd->msg_id))
 			goto out_unlock;
@@ -215,7 +271,7 @@ static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
 				goto out_unlock;
 			gone = -ENOBUFS;
 		}
-		if (gone && s->ctrl && (gone != -ENOBUFS || s->msg)) {
+		if (gone && s->ctrl && s->rec && (gone != -ENOBUFS || s->msg)) {
 			nz_rx_refuse(conn, fd, gone, s);
 			ret = 0;
 			goto out_unlock;
@@ -229,6 +285,8 @@ static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
 		old = set_active_memcg(p->comm->memcg);
 		if (gone && !s->ctrl)
 			s->ctrl = kzalloc(sizeof(*s->ctrl), GFP_KERNEL);
+		if (gone && !s->rec)
+			s->rec = kzalloc(sizeof(*s->rec), GFP_KERNEL);
 		if ((gone == -ENOBUFS || (!gone && !posted)) && !s->msg)
 			s->msg = nz_msg_alloc(p, NZ_MSG_RX);
 		if (!gone && words && !s->map)
@@ -238,7 +296,7 @@ static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
 			s->kbuf = kvmalloc(max_t(u64, fd->total, 1),
 					   GFP_KERNEL_ACCOUNT);
 		set_active_memcg(old);
-		if (gone ? !s->ctrl || (gone == -ENOBUFS && !s->msg) :
+		if (gone ? !s->ctrl || !s->rec || (gone == -ENOBUFS && !s->msg) :
 		    (words && !s->map) || (!posted && (!s->msg || !s->kbuf)))
 			return -ENOMEM;
 	}
