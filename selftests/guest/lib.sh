@@ -60,6 +60,20 @@ nz_load_tcp_rails() {	# insmod, then TCP rail rI on the I-th device of NZ_IFS
 		i=$((i + 1))
 	done
 }
+net_diag() {	# net_diag: this guest's view of its rails, as comments (after a failure)
+	local a n
+	echo "# net_diag: $(date +%T.%N | cut -c1-12), uptime $(cut -d' ' -f1 /proc/uptime) s"
+	tc qdisc show 2>&1 | grep -v 'noqueue\|pfifo_fast\|fq_codel' | sed 's/^/#   qdisc: /'
+	ip -br addr 2>&1 | sed 's/^/#   addr: /'
+	ss -tanH 2>&1 | awk '{ print $1 }' | sort | uniq -c | sed 's/^/#   tcp sockets: /'
+	for a in $NZ_ADDRS; do
+		for ((n = 1; n <= NZ_NODES; n++)); do
+			[ "${a%.*}.$n" = "$a" ] && continue
+			ping -c1 -W1 "${a%.*}.$n" >/dev/null 2>&1 &&
+				echo "#   ping ${a%.*}.$n: ok" || echo "#   ping ${a%.*}.$n: no answer in 1 s"
+		done
+	done
+}
 nz_unload() {
 	rmmod nezha
 }
