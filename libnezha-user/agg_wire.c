@@ -7,45 +7,13 @@
 #include <string.h>
 
 #include "agg_wire.h"
+#include "bytes.h"
 
 static const char nza_label_key_id[] = "nezha agg key id";
 static const char nza_label_join[] = "nezha agg join";
 static const char nza_label_accept[] = "nezha agg accept";
 static const char nza_label_refuse[] = "nezha agg refuse";
 static const char nza_label_data[] = "nezha agg data";
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = v >> 8;
-	p[1] = v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	put16(p, v >> 16);
-	put16(p + 2, v);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, v >> 32);
-	put32(p + 4, v);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)get16(p) << 16 | get16(p + 2);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) << 32 | get32(p + 4);
-}
 
 static bool all_zero(const uint8_t *p, size_t len)
 {
@@ -77,19 +45,19 @@ unsigned int nza_dtype_elems(unsigned int dtype)
 
 static void put_hdr(uint8_t *p, enum nza_type type)
 {
-	put32(p, NZA_MAGIC);
+	nzi_put_be32(p, NZA_MAGIC);
 	p[4] = NZA_VERSION;
 	p[5] = type;
-	put16(p + 6, 0);
+	nzi_put_be16(p + 6, 0);
 }
 
 int nza_peek_type(const uint8_t *buf, size_t len)
 {
-	if (!buf || len < NZA_HDR_LEN || get32(buf) != NZA_MAGIC)
+	if (!buf || len < NZA_HDR_LEN || nzi_get_be32(buf) != NZA_MAGIC)
 		return -EINVAL;
 	if (buf[4] != NZA_VERSION)
 		return -EPROTONOSUPPORT;
-	if (buf[5] < NZA_HELLO || buf[5] > NZA_TYPE_LAST || get16(buf + 6))
+	if (buf[5] < NZA_HELLO || buf[5] > NZA_TYPE_LAST || nzi_get_be16(buf + 6))
 		return -EINVAL;
 	return buf[5];
 }
@@ -142,12 +110,12 @@ static bool job_shape_ok(uint16_t rank, uint16_t nranks, uint16_t slots)
 size_t nza_encode_join(uint8_t *buf, const struct nza_join *j)
 {
 	put_hdr(buf, NZA_JOIN);
-	put64(buf + 8, j->job_id);
+	nzi_put_be64(buf + 8, j->job_id);
 	memcpy(buf + 16, j->key_id, NZA_KEY_ID_LEN);
-	put16(buf + 24, j->rank);
-	put16(buf + 26, j->nranks);
-	put16(buf + 28, j->slots);
-	put16(buf + 30, 0);
+	nzi_put_be16(buf + 24, j->rank);
+	nzi_put_be16(buf + 26, j->nranks);
+	nzi_put_be16(buf + 28, j->slots);
+	nzi_put_be16(buf + 30, 0);
 	memcpy(buf + 32, j->cookie, NZA_COOKIE_LEN);
 	memcpy(buf + 48, j->nonce, NZA_NONCE_LEN);
 	memcpy(buf + 64, j->mac, NZI_SHA256_LEN);
@@ -156,15 +124,15 @@ size_t nza_encode_join(uint8_t *buf, const struct nza_join *j)
 
 int nza_decode_join(const uint8_t *buf, size_t len, struct nza_join *j)
 {
-	if (!hdr_is(buf, len, NZA_JOIN_LEN, NZA_JOIN) || get16(buf + 30))
+	if (!hdr_is(buf, len, NZA_JOIN_LEN, NZA_JOIN) || nzi_get_be16(buf + 30))
 		return -EINVAL;
-	if (!job_shape_ok(get16(buf + 24), get16(buf + 26), get16(buf + 28)))
+	if (!job_shape_ok(nzi_get_be16(buf + 24), nzi_get_be16(buf + 26), nzi_get_be16(buf + 28)))
 		return -EINVAL;
-	j->job_id = get64(buf + 8);
+	j->job_id = nzi_get_be64(buf + 8);
 	memcpy(j->key_id, buf + 16, NZA_KEY_ID_LEN);
-	j->rank = get16(buf + 24);
-	j->nranks = get16(buf + 26);
-	j->slots = get16(buf + 28);
+	j->rank = nzi_get_be16(buf + 24);
+	j->nranks = nzi_get_be16(buf + 26);
+	j->slots = nzi_get_be16(buf + 28);
 	memcpy(j->cookie, buf + 32, NZA_COOKIE_LEN);
 	memcpy(j->nonce, buf + 48, NZA_NONCE_LEN);
 	memcpy(j->mac, buf + 64, NZI_SHA256_LEN);
@@ -174,13 +142,13 @@ int nza_decode_join(const uint8_t *buf, size_t len, struct nza_join *j)
 size_t nza_encode_accept(uint8_t *buf, const struct nza_accept *a)
 {
 	put_hdr(buf, NZA_ACCEPT);
-	put64(buf + 8, a->job_id);
-	put32(buf + 16, a->handle);
-	put16(buf + 20, a->rank);
-	put16(buf + 22, a->nranks);
-	put16(buf + 24, a->slots);
-	put16(buf + 26, NZA_PAYLOAD);
-	put32(buf + 28, 0);
+	nzi_put_be64(buf + 8, a->job_id);
+	nzi_put_be32(buf + 16, a->handle);
+	nzi_put_be16(buf + 20, a->rank);
+	nzi_put_be16(buf + 22, a->nranks);
+	nzi_put_be16(buf + 24, a->slots);
+	nzi_put_be16(buf + 26, NZA_PAYLOAD);
+	nzi_put_be32(buf + 28, 0);
 	memcpy(buf + 32, a->session, NZA_NONCE_LEN);
 	memcpy(buf + 48, a->mac, NZI_SHA256_LEN);
 	return NZA_ACCEPT_LEN;
@@ -188,16 +156,16 @@ size_t nza_encode_accept(uint8_t *buf, const struct nza_accept *a)
 
 int nza_decode_accept(const uint8_t *buf, size_t len, struct nza_accept *a)
 {
-	if (!hdr_is(buf, len, NZA_ACCEPT_LEN, NZA_ACCEPT) || !get32(buf + 16) ||
-	    get16(buf + 26) != NZA_PAYLOAD || get32(buf + 28))
+	if (!hdr_is(buf, len, NZA_ACCEPT_LEN, NZA_ACCEPT) || !nzi_get_be32(buf + 16) ||
+	    nzi_get_be16(buf + 26) != NZA_PAYLOAD || nzi_get_be32(buf + 28))
 		return -EINVAL;
-	if (!job_shape_ok(get16(buf + 20), get16(buf + 22), get16(buf + 24)))
+	if (!job_shape_ok(nzi_get_be16(buf + 20), nzi_get_be16(buf + 22), nzi_get_be16(buf + 24)))
 		return -EINVAL;
-	a->job_id = get64(buf + 8);
-	a->handle = get32(buf + 16);
-	a->rank = get16(buf + 20);
-	a->nranks = get16(buf + 22);
-	a->slots = get16(buf + 24);
+	a->job_id = nzi_get_be64(buf + 8);
+	a->handle = nzi_get_be32(buf + 16);
+	a->rank = nzi_get_be16(buf + 20);
+	a->nranks = nzi_get_be16(buf + 22);
+	a->slots = nzi_get_be16(buf + 24);
 	memcpy(a->session, buf + 32, NZA_NONCE_LEN);
 	memcpy(a->mac, buf + 48, NZI_SHA256_LEN);
 	return 0;
@@ -206,26 +174,26 @@ int nza_decode_accept(const uint8_t *buf, size_t len, struct nza_accept *a)
 size_t nza_encode_refuse(uint8_t *buf, const struct nza_refuse *r)
 {
 	put_hdr(buf, NZA_REFUSE);
-	put64(buf + 8, r->job_id);
-	put16(buf + 16, r->reason);
-	put16(buf + 18, r->rank);
-	put16(buf + 20, r->slots_free);
-	put16(buf + 22, 0);
+	nzi_put_be64(buf + 8, r->job_id);
+	nzi_put_be16(buf + 16, r->reason);
+	nzi_put_be16(buf + 18, r->rank);
+	nzi_put_be16(buf + 20, r->slots_free);
+	nzi_put_be16(buf + 22, 0);
 	memcpy(buf + 24, r->mac, NZI_SHA256_LEN);
 	return NZA_REFUSE_LEN;
 }
 
 int nza_decode_refuse(const uint8_t *buf, size_t len, struct nza_refuse *r)
 {
-	if (!hdr_is(buf, len, NZA_REFUSE_LEN, NZA_REFUSE) || get16(buf + 22))
+	if (!hdr_is(buf, len, NZA_REFUSE_LEN, NZA_REFUSE) || nzi_get_be16(buf + 22))
 		return -EINVAL;
-	if (get16(buf + 16) < NZA_R_NO_SLOTS || get16(buf + 16) > NZA_R_LAST ||
-	    get16(buf + 18) >= NZA_MAX_RANKS)
+	if (nzi_get_be16(buf + 16) < NZA_R_NO_SLOTS || nzi_get_be16(buf + 16) > NZA_R_LAST ||
+	    nzi_get_be16(buf + 18) >= NZA_MAX_RANKS)
 		return -EINVAL;
-	r->job_id = get64(buf + 8);
-	r->reason = get16(buf + 16);
-	r->rank = get16(buf + 18);
-	r->slots_free = get16(buf + 20);
+	r->job_id = nzi_get_be64(buf + 8);
+	r->reason = nzi_get_be16(buf + 16);
+	r->rank = nzi_get_be16(buf + 18);
+	r->slots_free = nzi_get_be16(buf + 20);
 	memcpy(r->mac, buf + 24, NZI_SHA256_LEN);
 	return 0;
 }
@@ -235,14 +203,14 @@ size_t nza_encode_data(uint8_t *buf, const struct nza_data *d)
 	size_t plen = (size_t)d->count * nza_dtype_size(d->dtype);
 
 	put_hdr(buf, d->type);
-	put32(buf + 8, d->handle);
-	put16(buf + 12, d->rank);
-	put16(buf + 14, d->count);
+	nzi_put_be32(buf + 8, d->handle);
+	nzi_put_be16(buf + 12, d->rank);
+	nzi_put_be16(buf + 14, d->count);
 	buf[16] = d->dtype;
 	buf[17] = d->op;
-	put16(buf + 18, 0);
-	put32(buf + 20, 0);
-	put64(buf + 24, d->seq);
+	nzi_put_be16(buf + 18, 0);
+	nzi_put_be32(buf + 20, 0);
+	nzi_put_be64(buf + 24, d->seq);
 	memcpy(buf + 32, d->mac, NZA_DATA_MAC_LEN);
 	if (plen && buf + NZA_DATA_HDR_LEN != d->payload)
 		memmove(buf + NZA_DATA_HDR_LEN, d->payload, plen);
@@ -271,18 +239,18 @@ int nza_decode_data(const uint8_t *buf, size_t len, struct nza_data *d)
 
 	if (type != NZA_DATA && type != NZA_RESULT && type != NZA_LEAVE)
 		return -EINVAL;
-	if (len < NZA_DATA_HDR_LEN || len > NZA_PKT_MAX || !get32(buf + 8) ||
-	    get16(buf + 18) || get32(buf + 20))
+	if (len < NZA_DATA_HDR_LEN || len > NZA_PKT_MAX || !nzi_get_be32(buf + 8) ||
+	    nzi_get_be16(buf + 18) || nzi_get_be32(buf + 20))
 		return -EINVAL;
-	if (!data_fields_ok(type, get16(buf + 12), get16(buf + 14), buf[16], buf[17], len))
+	if (!data_fields_ok(type, nzi_get_be16(buf + 12), nzi_get_be16(buf + 14), buf[16], buf[17], len))
 		return -EINVAL;
 	d->type = type;
-	d->handle = get32(buf + 8);
-	d->rank = get16(buf + 12);
-	d->count = get16(buf + 14);
+	d->handle = nzi_get_be32(buf + 8);
+	d->rank = nzi_get_be16(buf + 12);
+	d->count = nzi_get_be16(buf + 14);
 	d->dtype = buf[16];
 	d->op = buf[17];
-	d->seq = get64(buf + 24);
+	d->seq = nzi_get_be64(buf + 24);
 	memcpy(d->mac, buf + 32, NZA_DATA_MAC_LEN);
 	d->payload = buf + NZA_DATA_HDR_LEN;
 	return 0;
@@ -336,7 +304,7 @@ void nza_data_key(const uint8_t *key, uint64_t job_id, const uint8_t *session,
 	uint8_t id[8], dkey[NZI_SHA256_LEN];
 	struct nzi_hmac m;
 
-	put64(id, job_id);
+	nzi_put_be64(id, job_id);
 	nzi_hmac_init(&m, key, NZA_KEY_LEN);
 	nzi_hmac_update(&m, nza_label_data, sizeof(nza_label_data));
 	nzi_hmac_update(&m, id, sizeof(id));
