@@ -63,7 +63,9 @@ LIB_A      := $(B)/lib/libnezha.a
 LIB_LDLIBS := -luring -lm
 
 CTL_SRCS   := tools/nezhactl.c tools/nl.c tools/parse.c tools/json.c tools/stats.c $(wildcard tools/cmd_*.c)
-TOOLS      := $(B)/tools/nezhactl $(B)/tools/nezha-bench
+TOOLS      := $(B)/tools/nezhactl $(B)/tools/nezha-bench $(B)/tools/nezha-aggd
+# The aggregation node's core, shared by nezha-aggd and its host tests.
+AGGD_SRCS  := tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c
 
 # Host unit tests: test_X.c links the pure-C module files it names in
 # selftests/unit/deps.mk, or the library.
@@ -155,6 +157,10 @@ $(B)/tools/nezhactl: $(CTL_SRCS) $(wildcard tools/*.h) $(LIB_A)
 $(B)/tools/nezha-bench: tools/nezha-bench.c $(wildcard tools/bench_*.c) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(UCFLAGS) -o $@ tools/nezha-bench.c $(wildcard tools/bench_*.c) $(LIB_A) $(LIB_LDLIBS)
+
+$(B)/tools/nezha-aggd: tools/nezha-aggd.c $(AGGD_SRCS) tools/aggd.h tools/aggd_int.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(UCFLAGS) -o $@ tools/nezha-aggd.c $(AGGD_SRCS) $(LIB_A) $(LIB_LDLIBS)
 
 tests: $(UNIT_BINS) $(GUEST_BINS) $(FUZZ_BINS)
 
@@ -314,6 +320,7 @@ install: module lib tools man $(INSTALL_UNITS) $(if $(TORCH_OK),torch)
 	install -m 0644 uapi/linux/nezha.h uapi/linux/nezha_netlink.h $(DESTDIR)$(INCDIR)/nezha/linux/
 	install -m 0755 $(B)/tools/nezhactl $(DESTDIR)$(SBINDIR)/
 	install -m 0755 $(B)/tools/nezha-bench $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(B)/tools/nezha-aggd $(DESTDIR)$(SBINDIR)/
 	$(if $(wildcard $(MANPAGES)),install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man8 && \
 		install -m 0644 $(B)/man/nezha-bench.1 $(DESTDIR)$(MANDIR)/man1/ && \
 		install -m 0644 $(B)/man/libnezha.3 $(DESTDIR)$(MANDIR)/man3/ && \
@@ -338,7 +345,7 @@ uninstall:
 	[ -n "$(DESTDIR)" ] || depmod -a $(KVER)
 	rm -f $(DESTDIR)$(LIBDIR)/libnezha.so* $(DESTDIR)$(LIBDIR)/libnezha.a $(DESTDIR)$(LIBDIR)/pkgconfig/nezha.pc
 	rm -rf $(DESTDIR)$(INCDIR)/nezha
-	rm -f $(DESTDIR)$(SBINDIR)/nezhactl $(DESTDIR)$(BINDIR)/nezha-bench
+	rm -f $(DESTDIR)$(SBINDIR)/nezhactl $(DESTDIR)$(BINDIR)/nezha-bench $(DESTDIR)$(SBINDIR)/nezha-aggd
 	rm -f $(DESTDIR)$(MANDIR)/man1/nezha-bench.1 $(DESTDIR)$(MANDIR)/man3/libnezha.3 $(DESTDIR)$(MANDIR)/man8/nezhactl.8
 	rm -f $(DESTDIR)$(COMPLDIR)/nezhactl $(DESTDIR)$(UNITDIR)/nezha.service
 	rm -f $(DESTDIR)$(UDEVDIR)/60-nezha.rules $(DESTDIR)$(MODLOADDIR)/nezha.conf

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bytes.h"
 #include "internal.h"
 #include "sha256.h"
 
@@ -24,55 +25,20 @@ static const char nzi_label_hello[] = "nezha rendezvous v3 hello";
 static const char nzi_label_welcome[] = "nezha rendezvous v3 welcome";
 static const char nzi_label_secret[] = "nezha rendezvous v3 job secret";
 
-/* ---- Byte order helpers ---- */
-
-static void put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void put_be32(uint8_t *p, uint32_t v)
-{
-	put_be16(p, (uint16_t)(v >> 16));
-	put_be16(p + 2, (uint16_t)v);
-}
-
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	put_be32(p, (uint32_t)(v >> 32));
-	put_be32(p + 4, (uint32_t)v);
-}
-
-static uint16_t get_be16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static uint32_t get_be32(const uint8_t *p)
-{
-	return (uint32_t)get_be16(p) << 16 | get_be16(p + 2);
-}
-
-static uint64_t get_be64(const uint8_t *p)
-{
-	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
-}
-
 static void put_hdr(uint8_t *p, uint16_t type, uint32_t len)
 {
-	put_be32(p, NZI_BOOT_MAGIC);
-	put_be16(p + 4, NZI_BOOT_VERSION);
-	put_be16(p + 6, type);
-	put_be32(p + 8, len);
+	nzi_put_be32(p, NZI_BOOT_MAGIC);
+	nzi_put_be16(p + 4, NZI_BOOT_VERSION);
+	nzi_put_be16(p + 6, type);
+	nzi_put_be32(p + 8, len);
 }
 
 /* A whole message of this type and version whose length field is right. */
 static bool nzi_hdr_ok(const uint8_t *buf, size_t len, uint16_t type)
 {
-	return len >= NZI_BOOT_HDR_LEN && get_be32(buf) == NZI_BOOT_MAGIC &&
-	       get_be16(buf + 4) == NZI_BOOT_VERSION && get_be16(buf + 6) == type &&
-	       get_be32(buf + 8) == len - NZI_BOOT_HDR_LEN;
+	return len >= NZI_BOOT_HDR_LEN && nzi_get_be32(buf) == NZI_BOOT_MAGIC &&
+	       nzi_get_be16(buf + 4) == NZI_BOOT_VERSION && nzi_get_be16(buf + 6) == type &&
+	       nzi_get_be32(buf + 8) == len - NZI_BOOT_HDR_LEN;
 }
 
 /* Addresses and ports are already in network order: copied byte for byte. */
@@ -152,16 +118,16 @@ size_t nzi_boot_encode_hello(uint8_t *buf, const struct nzi_hello_auth *auth,
 
 	if (nrails > NZ_MAX_RAILS)
 		nrails = NZ_MAX_RAILS;
-	put_be32(p, (uint32_t)rank);
-	put_be32(p + 4, (uint32_t)size);
-	put_be32(p + 8, nrails);
-	put_be32(p + 12, unit);
+	nzi_put_be32(p, (uint32_t)rank);
+	nzi_put_be32(p + 4, (uint32_t)size);
+	nzi_put_be32(p + 8, nrails);
+	nzi_put_be32(p + 12, unit);
 	memcpy(p + 16, auth->nonce_c, NZI_NONCE_LEN);
 	p += NZI_HELLO_FIXED;
 	for (unsigned int i = 0; i < nrails; i++, p += NZI_BOOT_RAIL_LEN) {
 		nzi_copy_name((char *)p, rails[i].name);
 		put_addr(p + NZ_RAIL_NAME_LEN, rails[i].addr, rails[i].port);
-		put_be32(p + NZ_RAIL_NAME_LEN + 8, rails[i].speed_mbps);
+		nzi_put_be32(p + NZ_RAIL_NAME_LEN + 8, rails[i].speed_mbps);
 	}
 	put_hdr(buf, NZI_BOOT_HELLO, (uint32_t)(p + NZI_MAC_LEN - buf - NZI_BOOT_HDR_LEN));
 	nzi_hello_mac(auth->key, auth->nonce_s, buf, (size_t)(p - buf), p);
@@ -180,7 +146,7 @@ int nzi_boot_parse_hello(const uint8_t *buf, size_t len, int size,
 	if (len < NZI_BOOT_HDR_LEN + NZI_HELLO_FIXED + NZI_MAC_LEN ||
 	    !nzi_hdr_ok(buf, len, NZI_BOOT_HELLO))
 		return nzi_error(-EPROTO, "rendezvous: malformed HELLO");
-	nrails = get_be32(b + 8);
+	nrails = nzi_get_be32(b + 8);
 	if (nrails > NZ_MAX_RAILS ||
 	    len != NZI_BOOT_HDR_LEN + NZI_HELLO_FIXED + nrails * NZI_BOOT_RAIL_LEN + NZI_MAC_LEN)
 		return nzi_error(-EPROTO, "rendezvous: malformed rail list (%u rails)", nrails);
@@ -190,10 +156,10 @@ int nzi_boot_parse_hello(const uint8_t *buf, size_t len, int size,
 	nzi_wipe(mac, sizeof(mac));
 	if (!ok)
 		return nzi_error(-EKEYREJECTED, "rendezvous: a HELLO's MAC does not check: not this job's key, or not an answer to this challenge");
-	rank = get_be32(b);
-	hsize = get_be32(b + 4);
+	rank = nzi_get_be32(b);
+	hsize = nzi_get_be32(b + 4);
 	h->rank = (int)rank;
-	h->unit = get_be32(b + 12);
+	h->unit = nzi_get_be32(b + 12);
 	if (hsize != (uint32_t)size)
 		return nzi_error(-EINVAL, "rendezvous: job size mismatch: rank 0 has WORLD_SIZE=%d, rank %u has %u",
 				 size, rank, hsize);
@@ -212,7 +178,7 @@ int nzi_boot_parse_hello(const uint8_t *buf, size_t len, int size,
 			return nzi_error(-EINVAL, "rendezvous: malformed or duplicate rail name in rail list");
 		memcpy(r->name, b, NZ_RAIL_NAME_LEN);
 		get_addr(b + NZ_RAIL_NAME_LEN, &r->addr, &r->port);
-		r->speed_mbps = get_be32(b + NZ_RAIL_NAME_LEN + 8);
+		r->speed_mbps = nzi_get_be32(b + NZ_RAIL_NAME_LEN + 8);
 	}
 	h->nrails = nrails;
 	return 0;
@@ -237,13 +203,13 @@ uint8_t *nzi_boot_encode_welcome(const struct nzi_boot_job *job, unsigned int nt
 		return NULL;
 	put_hdr(msg, NZI_BOOT_WELCOME, (uint32_t)(len - NZI_BOOT_HDR_LEN));
 	p = msg + NZI_BOOT_HDR_LEN;
-	put_be64(p, job->job_id);
+	nzi_put_be64(p, job->job_id);
 	memcpy(p + 8, job->nonce, NZI_NONCE_LEN);
 	p += 8 + NZI_NONCE_LEN;
-	put_be32(p, job->size);
-	put_be32(p + 4, job->nrails);
-	put_be32(p + 8, job->unit);
-	put_be32(p + 12, ntags);
+	nzi_put_be32(p, job->size);
+	nzi_put_be32(p + 4, job->nrails);
+	nzi_put_be32(p + 8, job->unit);
+	nzi_put_be32(p + 12, ntags);
 	p += 16;
 	for (unsigned int k = 0; k < job->nrails; k++, p += NZ_RAIL_NAME_LEN)
 		memcpy(p, job->rails[k], NZ_RAIL_NAME_LEN);
@@ -261,7 +227,7 @@ void nzi_boot_welcome_tag(const uint8_t *key, const uint8_t *hash,
 	struct nzi_hmac m;
 	uint8_t r[4];
 
-	put_be32(r, (uint32_t)rank);
+	nzi_put_be32(r, (uint32_t)rank);
 	nzi_hmac_init(&m, key, NZ_JOB_KEY_LEN);
 	nzi_hmac_update(&m, nzi_label_welcome, sizeof(nzi_label_welcome));
 	nzi_hmac_update(&m, r, sizeof(r));
@@ -276,7 +242,7 @@ void nzi_boot_derive_secret(const uint8_t *key, struct nzi_boot_job *job)
 	struct nzi_hmac m;
 	uint8_t id[8];
 
-	put_be64(id, job->job_id);
+	nzi_put_be64(id, job->job_id);
 	nzi_hmac_init(&m, key, NZ_JOB_KEY_LEN);
 	nzi_hmac_update(&m, nzi_label_secret, sizeof(nzi_label_secret));
 	nzi_hmac_update(&m, id, sizeof(id));
@@ -296,9 +262,9 @@ static int nzi_parse_welcome(const struct nzi_boot_cfg *cfg,
 
 	if (len < NZI_WELCOME_FIXED)
 		goto bad;
-	size = get_be32(p + 8 + NZI_NONCE_LEN);
-	nrails = get_be32(p + 12 + NZI_NONCE_LEN);
-	ntags = get_be32(p + 20 + NZI_NONCE_LEN);
+	size = nzi_get_be32(p + 8 + NZI_NONCE_LEN);
+	nrails = nzi_get_be32(p + 12 + NZI_NONCE_LEN);
+	ntags = nzi_get_be32(p + 20 + NZI_NONCE_LEN);
 	if (size != (uint32_t)cfg->size || !nrails || nrails > NZ_MAX_RAILS ||
 	    (ntags != 1 && ntags != size - 1))
 		goto bad;
@@ -312,10 +278,10 @@ static int nzi_parse_welcome(const struct nzi_boot_cfg *cfg,
 			   NZI_MAC_LEN);
 	if (!ok)
 		return nzi_error(-EKEYREJECTED, "rendezvous: rank 0's answer does not authenticate: not rank 0 of this job key, or not an answer to this rank's HELLO");
-	job->unit = get_be32(p + 16 + NZI_NONCE_LEN);
+	job->unit = nzi_get_be32(p + 16 + NZI_NONCE_LEN);
 	if (!nzi_unit_ok(job->unit) || (cfg->unit && job->unit != cfg->unit))
 		goto bad;
-	job->job_id = get_be64(p);
+	job->job_id = nzi_get_be64(p);
 	memcpy(job->nonce, p + 8, NZI_NONCE_LEN);
 	job->size = size;
 	job->nrails = nrails;
@@ -345,7 +311,7 @@ size_t nzi_boot_encode_abort(uint8_t *buf, size_t cap, int err, const char *reas
 	if (rlen > cap - NZI_BOOT_HDR_LEN - 4)
 		rlen = cap - NZI_BOOT_HDR_LEN - 4;
 	put_hdr(buf, NZI_BOOT_ABORT, (uint32_t)(4 + rlen));
-	put_be32(buf + NZI_BOOT_HDR_LEN, (uint32_t)err);
+	nzi_put_be32(buf + NZI_BOOT_HDR_LEN, (uint32_t)err);
 	memcpy(buf + NZI_BOOT_HDR_LEN + 4, reason, rlen);
 	return NZI_BOOT_HDR_LEN + 4 + rlen;
 }
@@ -356,19 +322,19 @@ int nzi_boot_parse_answer(const struct nzi_boot_cfg *cfg,
 {
 	int ret;
 
-	if (len < NZI_BOOT_HDR_LEN || get_be32(buf) != NZI_BOOT_MAGIC ||
-	    get_be32(buf + 8) != len - NZI_BOOT_HDR_LEN)
+	if (len < NZI_BOOT_HDR_LEN || nzi_get_be32(buf) != NZI_BOOT_MAGIC ||
+	    nzi_get_be32(buf + 8) != len - NZI_BOOT_HDR_LEN)
 		return nzi_error(-EPROTO, "rendezvous: malformed answer of rank 0");
-	if (get_be16(buf + 4) != NZI_BOOT_VERSION)
+	if (nzi_get_be16(buf + 4) != NZI_BOOT_VERSION)
 		return nzi_error(-EPROTO, "rendezvous: rank 0 speaks rendezvous protocol version %u, this rank %u (mixed libnezha versions)",
-				 get_be16(buf + 4), NZI_BOOT_VERSION);
-	if (get_be16(buf + 6) == NZI_BOOT_WELCOME)
+				 nzi_get_be16(buf + 4), NZI_BOOT_VERSION);
+	if (nzi_get_be16(buf + 6) == NZI_BOOT_WELCOME)
 		return nzi_parse_welcome(cfg, auth, buf + NZI_BOOT_HDR_LEN,
 					 len - NZI_BOOT_HDR_LEN, job);
-	if (get_be16(buf + 6) != NZI_BOOT_ABORT || len < NZI_BOOT_HDR_LEN + 4)
+	if (nzi_get_be16(buf + 6) != NZI_BOOT_ABORT || len < NZI_BOOT_HDR_LEN + 4)
 		return nzi_error(-EPROTO, "rendezvous: unexpected message type %u from rank 0",
-				 get_be16(buf + 6));
-	ret = -(int)get_be32(buf + NZI_BOOT_HDR_LEN);
+				 nzi_get_be16(buf + 6));
+	ret = -(int)nzi_get_be32(buf + NZI_BOOT_HDR_LEN);
 	if (ret >= 0 || ret < -4095)
 		ret = -EPROTO;
 	return nzi_error(ret, "rendezvous: rank 0 stopped rank %d: %.*s", cfg->rank,

@@ -6,3 +6,8 @@ UNIT_DEPS_test_reasm := kmod/reasm.c
 UNIT_DEPS_test_p2p   := -Wl,--wrap=nz_queue_peek_batch
 # nezhactl's pure parts (parsing, JSON, stats formats).
 UNIT_DEPS_test_nezhactl := tools/parse.c tools/json.c tools/stats.c
+# The aggregation node's core, driven without a socket, then on UDP.
+UNIT_DEPS_test_agg_node := tools/aggd_core.c tools/aggd_slot.c
+$(B)/unit/test_agg_node: tools/aggd_core.c tools/aggd_slot.c tools/aggd.h tools/aggd_int.h
+UNIT_DEPS_test_agg_loss := tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c -lpthread
+$(B)/unit/test_agg_loss: tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c tools/aggd.h tools/aggd_int.h

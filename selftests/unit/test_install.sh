@@ -29,7 +29,7 @@ missing=
 for f in "lib/modules/$kver/extra/nezha.ko" usr/lib/libnezha.so.0 usr/lib/libnezha.so \
 	usr/lib/libnezha.a usr/lib/pkgconfig/nezha.pc usr/include/nezha/nezha.h \
 	usr/include/nezha/linux/nezha.h usr/include/nezha/linux/nezha_netlink.h \
-	usr/sbin/nezhactl usr/bin/nezha-bench usr/share/man/man8/nezhactl.8 \
+	usr/sbin/nezhactl usr/bin/nezha-bench usr/sbin/nezha-aggd usr/share/man/man8/nezhactl.8 \
 	usr/share/man/man1/nezha-bench.1 usr/share/man/man3/libnezha.3 \
 	usr/share/bash-completion/completions/nezhactl lib/systemd/system/nezha.service \
 	lib/udev/rules.d/60-nezha.rules usr/lib/modules-load.d/nezha.conf; do

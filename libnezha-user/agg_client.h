@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libnezha internal: a rank's side of the aggregation rail
+ * (Documentation/aggregation.rst).  Join a job at an aggregation node
+ * (nezha-aggd), then allreduce buffers through it: the buffer goes out in
+ * blocks of one packet, at most a window of them outstanding, each
+ * retransmitted when its result is late, and the results are written back
+ * in place.  This is what the rail of the module and the library's split
+ * will call; not exported from libnezha.so.
+ *
+ * Every rank of the job must call nzi_agg_allreduce() with the same count,
+ * dtype and op, in the same order (as for any collective).  Not thread
+ * safe: one thread per struct nzi_agg.
+ */
+#ifndef NEZHA_AGG_CLIENT_H
+#define NEZHA_AGG_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "nezha_dtype.h"
+
+struct nzi_agg_cfg {
+	const struct sockaddr *node;	/* the node's UDP address */
+	socklen_t node_len;
+	const uint8_t *key;		/* the job key, NZ_JOB_KEY_LEN bytes */
+	uint64_t job_id;		/* the same on every rank of the job */
+	uint16_t rank, nranks;
+	uint16_t window;		/* slots to ask for: blocks in flight */
+	unsigned int rto_ms;		/* a block's result this late: resend (0: 20) */
+	unsigned int timeout_ms;	/* no progress this long: -ETIMEDOUT (0: 10000) */
+	/* Tests only: lose every Nth DATA sent / RESULT received. */
+	unsigned int drop_tx_every, drop_rx_every;
+};
+
+struct nzi_agg_stats {
+	uint64_t data_sent, retransmits, results, results_stray;
+	uint64_t drop_mac, drop_malformed, drop_injected;
+	uint64_t join_tries;
+};
+
+struct nzi_agg;
+
+/*
+ * Join cfg->job_id at the node.  Returns 0 and *out, or -errno:
+ * -ENOSPC   the node refused: no free slots or jobs (it said so under the key)
+ * -EINVAL   a bad cfg, or the node refused this window or size for the job
+ * -EKEYREJECTED  the node does not hold the job's key (after timeout_ms)
+ * -ETIMEDOUT     no answer within timeout_ms
+ */
+int nzi_agg_join(const struct nzi_agg_cfg *cfg, struct nzi_agg **out);
+
+/*
+ * buf[i] = the reduction over all ranks of their buf[i], for i < count.
+ * dtype: NZ_FLOAT32, NZ_FLOAT16, NZ_BFLOAT16 or NZ_INT32; op: NZ_SUM,
+ * NZ_MIN, NZ_MAX or NZ_AVG (the sum, divided here).  Returns 0, -EINVAL,
+ * -EOPNOTSUPP (another dtype or op), -ETIMEDOUT (no progress for
+ * timeout_ms: the node or a rank is gone; buf is then partly reduced and
+ * the struct is of no further use: -EPIPE) or a socket's -errno.
+ */
+int nzi_agg_allreduce(struct nzi_agg *a, void *buf, size_t count, enum nz_dtype dtype,
+		      enum nz_redop op);
+
+/* The window the node granted (slots of the job). */
+unsigned int nzi_agg_window(const struct nzi_agg *a);
+const struct nzi_agg_stats *nzi_agg_stats(const struct nzi_agg *a);
+
+/* Send LEAVE (once, best effort: the node also releases idle jobs), close,
+ * wipe the keys. */
+void nzi_agg_close(struct nzi_agg *a);
+
+#endif /* NEZHA_AGG_CLIENT_H */
