@@ -104,7 +104,74 @@ struct nz_comm *nz_comm_find_hello(struct nz_rail *rail,
 	}
 	mutex_unlock(&nz_comms_lock);
 	memzero_explicit(mac, sizeof(mac));
+	if (found && nz_conn_incarnation(*connp, h->incarnation)) {
+		*reason = NZ_CLOSE_RESTARTED;
+		nz_comm_put(found);
+		found = NULL;
+	}
 	return found;
+}
+
+/*
+ * Client: the server's WELCOME proves it knows the secret (its MAC covers
+ * our HELLO's nonce, so it answers this HELLO) and names its instance.
+ * -EACCES if the MAC does not check, -ESTALE for another instance of a
+ * peer we knew.  Process context.
+ */
+int nz_conn_check_welcome(struct nz_conn *conn,
+			  const struct nz_frame_welcome *w,
+			  const u8 *nonce_c, const u8 *nonce_s)
+{
+	struct nz_comm *comm = conn->peer->comm;
+	u8 in[NZ_WIRE_WELCOME_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
+	int ret;
+
+	nz_wire_welcome_mac_input(nonce_c, nonce_s, comm->job_id,
+				  conn->peer->rank, comm->rank, conn->slot,
+				  w->incarnation, in);
+	ret = nz_comm_mac(comm, in, sizeof(in), mac);
+	if (!ret && crypto_memneq(mac, w->mac, sizeof(mac)))
+		ret = -EACCES;
+	memzero_explicit(mac, sizeof(mac));
+	return ret ?: nz_conn_incarnation(conn, w->incarnation);
+}
+
+/*
+ * The handshake (checked: MAC, job, ranks) names the instance of the
+ * peer's communicator at the other end of conn.  The first one named is
+ * the peer for the life of this communicator.  Another one means that rank
+ * restarted -- its process or its node -- with the same job and secret:
+ * the instance we knew is gone with whatever was in flight with it, and
+ * the new one cannot take its place, as its message ids start again from
+ * 1 and our duplicate window would drain and acknowledge them as old ones
+ * (its sends would complete, delivered nowhere).  So the peer counts as
+ * gone (-ECONNRESET for its transfers, no more dialling) and the new
+ * instance is refused: -ESTALE.  Process context.
+ */
+int nz_conn_incarnation(struct nz_conn *conn, u64 incarnation)
+{
+	struct nz_peer *p = conn->peer;
+	bool first = false;
+	int ret = 0;
+
+	spin_lock_bh(&p->lock);
+	if (!p->incarnation) {
+		p->incarnation = incarnation;
+	} else if (p->incarnation != incarnation) {
+		ret = -ESTALE;
+		first = !p->left;
+		p->left = true;
+	}
+	spin_unlock_bh(&p->lock);
+	if (!ret)
+		return 0;
+	atomic64_inc(&conn->rail->stats.hs_refused);
+	pr_warn_ratelimited("rail %s: rank %u of job %llx restarted: another instance of its communicator connected; it is refused%s\n",
+			    conn->rail->name, p->rank, p->comm->job_id,
+			    first ? ", and transfers with the one before fail" : "");
+	if (first)
+		nz_peer_fail_all(p, -ECONNRESET);
+	return ret;
 }
 
 /*
@@ -569,6 +636,9 @@ static struct nz_comm *nz_comm_new(struct nz_file *f,
 	init_waitqueue_head(&comm->waitq);
 	nz_health_comm_init(comm);
 	comm->job_id = cc->job_id;
+	do {
+		get_random_bytes(&comm->incarnation, sizeof(comm->incarnation));
+	} while (!comm->incarnation);
 	comm->owner = nz_user_uid(f->user);
 	comm->serial = atomic64_inc_return(&serial);
 	memcpy(comm->secret, cc->secret, sizeof(comm->secret));

@@ -251,7 +251,8 @@ struct nz_peer {
 	struct nz_conn conns[NZ_MAX_RAILS];
 	u32 conns_up;
 	u32 conns_established;		/* connections that came up once */
-	bool left;			/* closed the job in order */
+	bool left;			/* closed the job in order, or restarted */
+	u64 incarnation;		/* of its communicator; 0 before any */
 	unsigned long down_since;	/* jiffies since no conn is up; 0 up */
 	unsigned long last_progress;	/* jiffies of the last ACK or new data */
 	struct hlist_head tags[1 << NZ_TAG_HASH_BITS];
@@ -278,6 +279,7 @@ struct nz_comm {
 	struct nz_file *file;
 	u32 id;
 	u64 job_id;
+	u64 incarnation;		/* random, != 0: this instance */
 	u64 serial;			/* host-wide, for sysfs: not the job id */
 	kuid_t owner;			/* the creator's euid */
 	struct mem_cgroup *memcg;	/* the creator's, charged (held) */
@@ -412,6 +414,10 @@ void nz_conn_drop_chunks(struct nz_conn *conn);
 void nz_conn_free_ctrl(struct nz_conn *conn);
 void nz_peer_free_tags(struct nz_peer *p);
 void nz_peer_free_aborts(struct nz_peer *p);
+int nz_conn_incarnation(struct nz_conn *conn, u64 incarnation);
+int nz_conn_check_welcome(struct nz_conn *conn,
+			  const struct nz_frame_welcome *w,
+			  const u8 *nonce_c, const u8 *nonce_s);
 bool nz_conn_refuse_due(const struct nz_conn *conn);
 u64 nz_peer_oldest_abort(const struct nz_peer *p);
 int nz_msg_init(void);

@@ -111,6 +111,8 @@ static const char *nz_rdma_reason(u32 reason)
 		return "rail down";
 	case NZ_CLOSE_RESOURCE:
 		return "no resources";
+	case NZ_CLOSE_RESTARTED:
+		return "rank restarted";
 	default:
 		return "malformed handshake";
 	}
@@ -226,8 +228,10 @@ int nz_rdma_server_hello(struct nz_rdma_conn *rc,
 		goto refuse;
 
 	nz_frame_init(&w, NZ_FRAME_WELCOME);
+	w.welcome.incarnation = comm->incarnation;
 	nz_wire_welcome_mac_input(h->nonce_c, rc->nonce_s, comm->job_id,
-				  comm->rank, h->src_rank, h->rail, in);
+				  comm->rank, h->src_rank, h->rail,
+				  comm->incarnation, in);
 	ret = nz_comm_mac(comm, in, sizeof(in), w.welcome.mac);
 	if (!ret)
 		ret = nz_rdma_send_ctl(rc, &w, false);
@@ -295,8 +299,8 @@ static int nz_rdma_client_handshake(struct nz_rdma_conn *rc,
 {
 	struct nz_conn *conn = rc->conn;
 	struct nz_comm *comm = conn->peer->comm;
-	u8 in[NZ_WIRE_HELLO_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
-	u8 nonce_s[NZ_WIRE_NONCE_LEN];
+	u8 nonce_s[NZ_WIRE_NONCE_LEN], nonce_c[NZ_WIRE_NONCE_LEN];
+	u8 in[NZ_WIRE_HELLO_MAC_LEN];
 	struct nz_frame f;
 	int ret;
 
@@ -306,6 +310,7 @@ static int nz_rdma_client_handshake(struct nz_rdma_conn *rc,
 	memcpy(nonce_s, f.challenge.nonce_s, sizeof(nonce_s));
 
 	nz_frame_init(&f, NZ_FRAME_HELLO);
+	f.hello.incarnation = comm->incarnation;
 	f.hello.job_id = comm->job_id;
 	f.hello.src_rank = comm->rank;
 	f.hello.dst_rank = conn->peer->rank;
@@ -324,19 +329,11 @@ static int nz_rdma_client_handshake(struct nz_rdma_conn *rc,
 	/* Release: rx_work sees ws WAIT_WELCOME once it reads on. */
 	smp_store_release(&rc->rx_hold, false);
 	queue_work(nz_rdma_wq, &rc->rx_work);
-
-	/* The server proves it knows the secret too. */
-	nz_wire_welcome_mac_input(f.hello.nonce_c, nonce_s, comm->job_id,
-				  conn->peer->rank, comm->rank, conn->slot, in);
-	ret = nz_comm_mac(comm, in, NZ_WIRE_WELCOME_MAC_LEN, mac);
-	if (ret)
-		return ret;
+	memcpy(nonce_c, f.hello.nonce_c, sizeof(nonce_c));
 	ret = nz_rdma_wait_frame(rc, deadline, &f);
 	if (ret)
 		return ret;
-	if (crypto_memneq(mac, f.welcome.mac, sizeof(mac)))
-		return -EACCES;
-	return 0;
+	return nz_conn_check_welcome(conn, &f.welcome, nonce_c, nonce_s);
 }
 
 /* ---- connection manager ---------------------------------------------------------------------- */

@@ -790,8 +790,8 @@ static void nz_tcp_conn_release_msg(struct nz_conn *conn)
 static int nz_tcp_client_handshake(struct nz_conn *conn, struct socket *sock)
 {
 	struct nz_comm *comm = conn->peer->comm;
-	u8 in[NZ_WIRE_HELLO_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
-	u8 nonce_s[NZ_WIRE_NONCE_LEN];
+	u8 nonce_s[NZ_WIRE_NONCE_LEN], nonce_c[NZ_WIRE_NONCE_LEN];
+	u8 in[NZ_WIRE_HELLO_MAC_LEN];
 	struct nz_frame f;
 	int ret;
 
@@ -801,6 +801,7 @@ static int nz_tcp_client_handshake(struct nz_conn *conn, struct socket *sock)
 	memcpy(nonce_s, f.challenge.nonce_s, sizeof(nonce_s));
 
 	nz_frame_init(&f, NZ_FRAME_HELLO);
+	f.hello.incarnation = comm->incarnation;
 	f.hello.job_id = comm->job_id;
 	f.hello.src_rank = comm->rank;
 	f.hello.dst_rank = conn->peer->rank;
@@ -815,19 +816,11 @@ static int nz_tcp_client_handshake(struct nz_conn *conn, struct socket *sock)
 	ret = nz_tcp_send_frame(sock, &f);
 	if (ret)
 		return ret;
-
-	/* The server proves it knows the secret too. */
-	nz_wire_welcome_mac_input(f.hello.nonce_c, nonce_s, comm->job_id,
-				  conn->peer->rank, comm->rank, conn->slot, in);
-	ret = nz_comm_mac(comm, in, NZ_WIRE_WELCOME_MAC_LEN, mac);
-	if (ret)
-		return ret;
+	memcpy(nonce_c, f.hello.nonce_c, sizeof(nonce_c));
 	ret = nz_tcp_recv_frame(sock, NZ_WS_CLIENT_WAIT_WELCOME, &f);
 	if (ret)
 		return ret;
-	if (crypto_memneq(mac, f.welcome.mac, sizeof(mac)))
-		return -EACCES;
-	return 0;
+	return nz_conn_check_welcome(conn, &f.welcome, nonce_c, nonce_s);
 }
 
 static int nz_tcp_conn_connect(struct nz_conn *conn)
@@ -1087,8 +1080,10 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 		goto refuse;
 
 	nz_frame_init(&f, NZ_FRAME_WELCOME);
+	f.welcome.incarnation = comm->incarnation;
 	nz_wire_welcome_mac_input(h->nonce_c, hs->nonce_s, comm->job_id,
-				  comm->rank, h->src_rank, h->rail, in);
+				  comm->rank, h->src_rank, h->rail,
+				  comm->incarnation, in);
 	ret = nz_comm_mac(comm, in, sizeof(in), f.welcome.mac);
 	nz_tcp_hs_unhook(hs);
 	if (!ret)

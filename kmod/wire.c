@@ -21,6 +21,8 @@ enum {
 
 	NZ_OFF_NONCE_S		= 8,	/* CHALLENGE */
 	NZ_OFF_WELCOME_MAC	= 8,	/* WELCOME */
+	NZ_OFF_WELCOME_INC	= 40,
+	NZ_OFF_HELLO_INC	= 8,	/* HELLO (the rest is its body) */
 
 	NZ_OFF_MSG_ID		= 8,	/* DATA and ACK */
 	NZ_OFF_TAG		= 16,	/* DATA */
@@ -61,8 +63,8 @@ static_assert(NZ_WIRE_HDR_LEN % 8 == 0, "header keeps payload aligned");
 /* End of the used part of the per-type area; the rest is reserved. */
 static const u8 nz_area_end[__NZ_FRAME_MAX] = {
 	[NZ_FRAME_CHALLENGE]		= NZ_OFF_NONCE_S + NZ_WIRE_NONCE_LEN,
-	[NZ_FRAME_HELLO]		= NZ_OFF_AREA,
-	[NZ_FRAME_WELCOME]		= NZ_OFF_WELCOME_MAC + NZ_WIRE_MAC_LEN,
+	[NZ_FRAME_HELLO]		= NZ_OFF_HELLO_INC + 8,
+	[NZ_FRAME_WELCOME]		= NZ_OFF_WELCOME_INC + 8,
 	[NZ_FRAME_DATA]			= NZ_OFF_OFFSET + 8,
 	[NZ_FRAME_ACK]			= NZ_OFF_ACK_LEN + 4,
 	[NZ_FRAME_HEARTBEAT]		= NZ_OFF_SEQ + 8,
@@ -159,7 +161,7 @@ static int nz_check_abort(const struct nz_frame *f)
 
 static int nz_check_hello(const struct nz_frame_hello *h)
 {
-	if (!nz_wire_unit_ok(h->unit))
+	if (!h->incarnation || !nz_wire_unit_ok(h->unit))
 		return -EPROTO;
 	if (!h->nrails || h->rail >= h->nrails)
 		return -EPROTO;
@@ -186,8 +188,9 @@ static int nz_check_hdr(const struct nz_frame *f,
 	case NZ_FRAME_ABORT_ACK:
 	case NZ_FRAME_REFUSE:
 		return nz_check_abort(f);
-	case NZ_FRAME_CHALLENGE:
 	case NZ_FRAME_WELCOME:
+		return f->len || !f->welcome.incarnation ? -EPROTO : 0;
+	case NZ_FRAME_CHALLENGE:
 	case NZ_FRAME_HEARTBEAT:
 	case NZ_FRAME_HEARTBEAT_ACK:
 	case NZ_FRAME_CLOSE:
@@ -239,8 +242,13 @@ static void nz_put_area(const struct nz_frame *f, u8 *p)
 		memcpy(p + NZ_OFF_NONCE_S, f->challenge.nonce_s,
 		       NZ_WIRE_NONCE_LEN);
 		break;
+	case NZ_FRAME_HELLO:
+		put_unaligned_be64(f->hello.incarnation, p + NZ_OFF_HELLO_INC);
+		break;
 	case NZ_FRAME_WELCOME:
 		memcpy(p + NZ_OFF_WELCOME_MAC, f->welcome.mac, NZ_WIRE_MAC_LEN);
+		put_unaligned_be64(f->welcome.incarnation,
+				   p + NZ_OFF_WELCOME_INC);
 		break;
 	case NZ_FRAME_DATA:
 		put_unaligned_be64(f->data.msg_id, p + NZ_OFF_MSG_ID);
@@ -285,8 +293,13 @@ static void nz_get_area(struct nz_frame *f, const u8 *p)
 		memcpy(f->challenge.nonce_s, p + NZ_OFF_NONCE_S,
 		       NZ_WIRE_NONCE_LEN);
 		break;
+	case NZ_FRAME_HELLO:
+		f->hello.incarnation = get_unaligned_be64(p + NZ_OFF_HELLO_INC);
+		break;
 	case NZ_FRAME_WELCOME:
 		memcpy(f->welcome.mac, p + NZ_OFF_WELCOME_MAC, NZ_WIRE_MAC_LEN);
+		f->welcome.incarnation =
+			get_unaligned_be64(p + NZ_OFF_WELCOME_INC);
 		break;
 	case NZ_FRAME_DATA:
 		f->data.msg_id = get_unaligned_be64(p + NZ_OFF_MSG_ID);
@@ -415,11 +428,12 @@ void nz_wire_hello_mac_input(const struct nz_frame_hello *h,
 	put_unaligned_be16(h->rail, out + 56);
 	put_unaligned_be16(h->nrails, out + 58);
 	put_unaligned_be32(h->unit, out + 60);
+	put_unaligned_be64(h->incarnation, out + 64);
 }
 
 void nz_wire_welcome_mac_input(const u8 *nonce_c, const u8 *nonce_s,
 			       u64 job_id, u32 server_rank, u32 client_rank,
-			       u16 rail, u8 *out)
+			       u16 rail, u64 incarnation, u8 *out)
 {
 	memcpy(out, NZ_WELCOME_LABEL, NZ_LABEL_LEN);
 	memcpy(out + 8, nonce_c, NZ_WIRE_NONCE_LEN);
@@ -428,6 +442,7 @@ void nz_wire_welcome_mac_input(const u8 *nonce_c, const u8 *nonce_s,
 	put_unaligned_be32(server_rank, out + 48);
 	put_unaligned_be32(client_rank, out + 52);
 	put_unaligned_be16(rail, out + 56);
+	put_unaligned_be64(incarnation, out + 58);
 }
 
 bool nz_wire_type_expected(enum nz_wire_state st, unsigned int type)

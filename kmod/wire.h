@@ -21,15 +21,15 @@
 #include "nz_compat.h"
 
 #define NZ_WIRE_MAGIC		0x4e5a	/* "NZ" */
-#define NZ_WIRE_VERSION		2	/* 2: ABORT, ABORT_ACK, REFUSE */
+#define NZ_WIRE_VERSION		3	/* 2: ABORT..REFUSE; 3: incarnation */
 #define NZ_WIRE_HDR_LEN		48
 #define NZ_WIRE_NONCE_LEN	16
 #define NZ_WIRE_MAC_LEN		32
 #define NZ_WIRE_HELLO_LEN	72	/* HELLO body, after the header */
 
 /* Canonical byte strings fed to HMAC-SHA256 for HELLO and WELCOME. */
-#define NZ_WIRE_HELLO_MAC_LEN	64
-#define NZ_WIRE_WELCOME_MAC_LEN	58
+#define NZ_WIRE_HELLO_MAC_LEN	72
+#define NZ_WIRE_WELCOME_MAC_LEN	66
 
 /* Chunk unit: a power of two in [NZ_WIRE_UNIT_MIN, NZ_WIRE_UNIT_MAX]. */
 #define NZ_WIRE_UNIT_MIN	(4U << 10)
@@ -60,6 +60,7 @@ enum nz_close_reason {
 	NZ_CLOSE_TIMEOUT	= 5,	/* handshake or heartbeat timeout */
 	NZ_CLOSE_ADMIN		= 6,	/* rail set down by the administrator */
 	NZ_CLOSE_RESOURCE	= 7,	/* out of memory or of a limit */
+	NZ_CLOSE_RESTARTED	= 8,	/* another instance of that rank was here */
 };
 
 /* Connection states, for nz_wire_type_expected(). */
@@ -81,6 +82,7 @@ struct nz_frame_challenge {
 };
 
 struct nz_frame_hello {
+	u64	incarnation;	/* the client's communicator instance, != 0 */
 	u64	job_id;
 	u32	src_rank;	/* the client */
 	u32	dst_rank;	/* the server */
@@ -93,6 +95,7 @@ struct nz_frame_hello {
 
 struct nz_frame_welcome {
 	u8	mac[NZ_WIRE_MAC_LEN];
+	u64	incarnation;	/* the server's communicator instance, != 0 */
 };
 
 struct nz_frame_data {
@@ -189,14 +192,20 @@ int nz_wire_decode_body(struct nz_frame *f, const void *body);
 int nz_wire_decode(const void *buf, size_t size,
 		   const struct nz_wire_limits *lim, struct nz_frame *f);
 
-/* HMAC input of HELLO: "NZHELLO1" nonce_s nonce_c job src dst rail n unit. */
+/*
+ * HMAC input of HELLO: "NZHELLO1" nonce_s nonce_c job src dst rail n unit
+ * incarnation.
+ */
 void nz_wire_hello_mac_input(const struct nz_frame_hello *h,
 			     const u8 *nonce_s, u8 *out);
 
-/* HMAC input of WELCOME: "NZWELC01" nonce_c nonce_s job server client rail. */
+/*
+ * HMAC input of WELCOME: "NZWELC01" nonce_c nonce_s job server client rail
+ * incarnation (the server's).
+ */
 void nz_wire_welcome_mac_input(const u8 *nonce_c, const u8 *nonce_s,
 			       u64 job_id, u32 server_rank, u32 client_rank,
-			       u16 rail, u8 *out);
+			       u16 rail, u64 incarnation, u8 *out);
 
 /* May a frame of @type arrive in state @st?  CLOSE always may. */
 bool nz_wire_type_expected(enum nz_wire_state st, unsigned int type);

@@ -222,6 +222,8 @@ static void fz_hello(const struct nz_frame *f)
 	FZ_ASSERT(!memcmp(in + 24, h->nonce_c, NZ_WIRE_NONCE_LEN));
 	FZ_ASSERT(get_unaligned_be64(in + 40) == h->job_id);
 	FZ_ASSERT(get_unaligned_be32(in + 60) == h->unit);
+	FZ_ASSERT(h->incarnation &&
+		  get_unaligned_be64(in + 64) == h->incarnation);
 }
 
 /* Answer a CHALLENGE or a HEARTBEAT, and decode our own answer. */
@@ -233,6 +235,7 @@ static void fz_reply(const struct nz_frame *f, const struct nz_wire_limits *l)
 
 	if (f->type == NZ_FRAME_CHALLENGE) {
 		nz_frame_init(&r, NZ_FRAME_HELLO);
+		r.hello.incarnation = 1;
 		r.hello.src_rank = 1;
 		r.hello.nrails = 1;
 		r.hello.unit = NZ_WIRE_UNIT_MIN;
@@ -498,6 +501,7 @@ static int make_seeds(const char *dir)
 	n += put(b + n, &f, &l);
 	nz_frame_init(&f, NZ_FRAME_WELCOME);
 	memset(f.welcome.mac, 0x22, NZ_WIRE_MAC_LEN);
+	f.welcome.incarnation = 0x33;
 	n += put(b + n, &f, &l);
 	n += put_data(b + n, 1, u + 1, u, 1, true);
 	n += put_data(b + n, 1, u + 1, 0, u, true);
@@ -508,6 +512,7 @@ static int make_seeds(const char *dir)
 	b[1] = 0x03;
 	n = 2;
 	nz_frame_init(&f, NZ_FRAME_HELLO);
+	f.hello.incarnation = 0x44;
 	f.hello.job_id = 42;
 	f.hello.src_rank = 1;
 	f.hello.nrails = 2;

@@ -149,14 +149,15 @@ static int read_frame(int fd, struct nz_frame *f, uint8_t *body)
 
 struct job {
 	uint64_t id;
+	uint64_t inc;		/* our communicator's instance (wire v3) */
 	uint8_t secret[NZ_SECRET_LEN];
 };
 
 /* Client side of the handshake as rank 1; 0 when WELCOME checks out. */
 static int handshake(int fd, const struct job *j, const uint8_t *secret)
 {
-	uint8_t body[NZ_WIRE_HELLO_LEN], buf[128], in[64], mac[32];
-	uint8_t nonce_s[NZ_WIRE_NONCE_LEN];
+	uint8_t body[NZ_WIRE_HELLO_LEN], buf[128], in[NZ_WIRE_HELLO_MAC_LEN], mac[32];
+	uint8_t nonce_s[NZ_WIRE_NONCE_LEN], nonce_c[NZ_WIRE_NONCE_LEN];
 	struct nz_frame f;
 	int len;
 
@@ -164,6 +165,7 @@ static int handshake(int fd, const struct job *j, const uint8_t *secret)
 		return -1;
 	memcpy(nonce_s, f.challenge.nonce_s, sizeof(nonce_s));
 	nz_frame_init(&f, NZ_FRAME_HELLO);
+	f.hello.incarnation = j->inc;
 	f.hello.job_id = j->id;
 	f.hello.src_rank = 1;
 	f.hello.dst_rank = 0;
@@ -178,12 +180,13 @@ static int handshake(int fd, const struct job *j, const uint8_t *secret)
 	len = nz_wire_encode(&f, &lim, buf, sizeof(buf));
 	if (len < 0 || write_all(fd, buf, (size_t)len))
 		return -1;
-	nz_wire_welcome_mac_input(f.hello.nonce_c, nonce_s, j->id, 0, 1, 0,
-				  in);
-	if (hmac(secret, NZ_SECRET_LEN, in, NZ_WIRE_WELCOME_MAC_LEN, mac))
-		return -1;
+	memcpy(nonce_c, f.hello.nonce_c, sizeof(nonce_c));
 	if (read_frame(fd, &f, body) || f.type != NZ_FRAME_WELCOME)
 		return -2;
+	nz_wire_welcome_mac_input(nonce_c, nonce_s, j->id, 0, 1, 0,
+				  f.welcome.incarnation, in);
+	if (hmac(secret, NZ_SECRET_LEN, in, NZ_WIRE_WELCOME_MAC_LEN, mac))
+		return -1;
 	return memcmp(mac, f.welcome.mac, 32) ? -3 : 0;
 }
 
@@ -358,11 +361,12 @@ static void fz_drain(int fd)
 static size_t fz_hello(struct fz_rng *r, const struct job *j, const uint8_t *chal,
 		       uint8_t *buf, size_t cap)
 {
-	uint8_t secret[NZ_SECRET_LEN], in[64];
+	uint8_t secret[NZ_SECRET_LEN], in[NZ_WIRE_HELLO_MAC_LEN];
 	struct nz_frame f, c;
 	size_t len;
 
 	nz_frame_init(&f, NZ_FRAME_HELLO);
+	f.hello.incarnation = fz_below(r, 8) ? j->inc : fz_rnd(r);
 	f.hello.job_id = fz_below(r, 4) ? j->id : fz_rnd(r);
 	f.hello.src_rank = fz_below(r, 4) ? 1 : (uint32_t)fz_edge(r);
 	f.hello.dst_rank = fz_below(r, 4) ? 0 : (uint32_t)fz_edge(r);
@@ -826,6 +830,7 @@ int main(int argc, char **argv)
 	inet_pton(AF_INET, argv[2], &target.sin_addr);
 	target.sin_port = htons((uint16_t)atoi(argv[3]));
 	j.id = 0x4e5a4f5354494c45ULL;
+	j.inc = 0x4e5a494e43000001ULL;
 	getrandom(j.secret, sizeof(j.secret), 0);
 	memcpy(wrong, j.secret, sizeof(wrong));
 	wrong[0] ^= 1;

@@ -310,6 +310,7 @@ static void expect_close(const char *what, uint32_t hello_unit,
 		return;
 	}
 	nz_frame_init(&f, NZ_FRAME_HELLO);
+	f.hello.incarnation = 1;
 	f.hello.job_id = job;
 	f.hello.src_rank = src;
 	f.hello.dst_rank = dst;

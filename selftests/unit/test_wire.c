@@ -71,6 +71,7 @@ static void mk(struct nz_frame *f, enum nz_frame_type type)
 		fill(f->challenge.nonce_s, NZ_WIRE_NONCE_LEN, 0xb0);
 		break;
 	case NZ_FRAME_HELLO:
+		f->hello.incarnation = 0xe1e2e3e4e5e6e7e8ULL;
 		f->hello.job_id = 0xa1a2a3a4a5a6a7a8ULL;
 		f->hello.src_rank = 3;
 		f->hello.dst_rank = 7;
@@ -82,6 +83,7 @@ static void mk(struct nz_frame *f, enum nz_frame_type type)
 		break;
 	case NZ_FRAME_WELCOME:
 		fill(f->welcome.mac, NZ_WIRE_MAC_LEN, 0x30);
+		f->welcome.incarnation = 0xf1f2f3f4f5f6f7f8ULL;
 		break;
 	case NZ_FRAME_DATA:
 		f->data.msg_id = 0x0102030405060708ULL;
@@ -131,7 +133,8 @@ static bool same_frame(const struct nz_frame *a, const struct nz_frame *b)
 		return !memcmp(&a->challenge, &b->challenge,
 			       sizeof(a->challenge));
 	case NZ_FRAME_HELLO:
-		return a->hello.job_id == b->hello.job_id &&
+		return a->hello.incarnation == b->hello.incarnation &&
+		       a->hello.job_id == b->hello.job_id &&
 		       a->hello.src_rank == b->hello.src_rank &&
 		       a->hello.dst_rank == b->hello.dst_rank &&
 		       a->hello.rail == b->hello.rail &&
@@ -141,7 +144,8 @@ static bool same_frame(const struct nz_frame *a, const struct nz_frame *b)
 			       NZ_WIRE_NONCE_LEN) &&
 		       !memcmp(a->hello.mac, b->hello.mac, NZ_WIRE_MAC_LEN);
 	case NZ_FRAME_WELCOME:
-		return !memcmp(a->welcome.mac, b->welcome.mac, NZ_WIRE_MAC_LEN);
+		return !memcmp(a->welcome.mac, b->welcome.mac, NZ_WIRE_MAC_LEN) &&
+		       a->welcome.incarnation == b->welcome.incarnation;
 	case NZ_FRAME_DATA:
 		return a->data.msg_id == b->data.msg_id &&
 		       a->data.tag == b->data.tag &&
@@ -295,6 +299,7 @@ static bool rejected(const struct nz_frame *f,
 		put_unaligned_be32(f->ack.len, b + 24);
 		break;
 	case NZ_FRAME_HELLO:
+		put_unaligned_be64(f->hello.incarnation, b + 8);
 		put_unaligned_be64(f->hello.job_id, b + 48);
 		put_unaligned_be32(f->hello.src_rank, b + 56);
 		put_unaligned_be32(f->hello.dst_rank, b + 60);
@@ -341,8 +346,8 @@ static bool t_header_constants(void)
 	CHECK_EQ(NZ_WIRE_HDR_LEN, 48);
 	CHECK_EQ(NZ_WIRE_HDR_LEN % 8, 0);
 	CHECK_EQ(NZ_WIRE_HELLO_LEN, 72);
-	CHECK_EQ(NZ_WIRE_HELLO_MAC_LEN, 64);
-	CHECK_EQ(NZ_WIRE_WELCOME_MAC_LEN, 58);
+	CHECK_EQ(NZ_WIRE_HELLO_MAC_LEN, 72);
+	CHECK_EQ(NZ_WIRE_WELCOME_MAC_LEN, 66);
 	CHECK_EQ(NZ_WIRE_UNIT_MIN, 4096);
 	CHECK_EQ(NZ_WIRE_UNIT_MAX, 4 * MIB);
 	return true;
@@ -351,7 +356,7 @@ static bool t_header_constants(void)
 static bool t_golden_data(void)
 {
 	static const u8 want[NZ_WIRE_HDR_LEN] = {
-		0x4e, 0x5a, 0x02, 0x04, 0x00, 0x00, 0x10, 0x00,
+		0x4e, 0x5a, 0x03, 0x04, 0x00, 0x00, 0x10, 0x00,
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
 		0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
 		0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28,
@@ -369,7 +374,8 @@ static bool t_golden_data(void)
 static bool t_golden_hello(void)
 {
 	u8 want[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN] = {
-		0x4e, 0x5a, 0x02, 0x02, 0x00, 0x00, 0x00, 0x48,
+		0x4e, 0x5a, 0x03, 0x02, 0x00, 0x00, 0x00, 0x48,
+		0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8,	/* incarnation */
 	};
 	static const u8 ids[24] = {
 		0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, 0xa8,	/* job */
@@ -421,7 +427,7 @@ static bool t_golden_small_frames(void)
 	CHECK_EQ(buf[3], 3);
 	CHECK_EQ(buf[8], 0x30);
 	CHECK_EQ(buf[39], 0x4f);
-	CHECK_EQ(buf[40], 0);
+	CHECK_EQ(get_unaligned_be64(buf + 40), 0xf1f2f3f4f5f6f7f8ULL);
 	return true;
 }
 
@@ -432,7 +438,7 @@ static bool t_golden_abort_frames(void)
 
 	mk(&f, NZ_FRAME_ABORT);
 	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), 48);
-	CHECK_EQ(buf[2], 2);
+	CHECK_EQ(buf[2], NZ_WIRE_VERSION);
 	CHECK_EQ(buf[3], 9);
 	CHECK_EQ(get_unaligned_be64(buf + 8), 0x0102030405060708ULL);
 	CHECK_EQ(get_unaligned_be64(buf + 16), 0x1112131415161718ULL);
@@ -677,7 +683,7 @@ static bool t_reject_bad_magic(void)
 
 static bool t_reject_bad_version(void)
 {
-	static const u8 v[] = { 0, 1, 3, 0xff };
+	static const u8 v[] = { 0, 1, 2, 4, 0xff };
 	struct nz_frame f;
 	unsigned int i;
 
@@ -720,12 +726,12 @@ static bool t_reject_reserved_challenge(void)
 
 static bool t_reject_reserved_hello(void)
 {
-	return reserved_rejected(NZ_FRAME_HELLO, 8);
+	return reserved_rejected(NZ_FRAME_HELLO, 16);
 }
 
 static bool t_reject_reserved_welcome(void)
 {
-	return reserved_rejected(NZ_FRAME_WELCOME, 40);
+	return reserved_rejected(NZ_FRAME_WELCOME, 48);
 }
 
 static bool t_reject_reserved_ack(void)
@@ -992,6 +998,33 @@ static bool t_reject_hello_self(void)
 	return rejected(&f, &lim, -EPROTO);
 }
 
+/* Version 3: every HELLO and WELCOME names its communicator's instance. */
+static bool t_reject_hello_no_incarnation(void)
+{
+	struct nz_frame f;
+
+	mk(&f, NZ_FRAME_HELLO);
+	f.hello.incarnation = 0;
+	return rejected(&f, &lim, -EPROTO);
+}
+
+static bool t_reject_welcome_no_incarnation(void)
+{
+	struct nz_frame f, g;
+	static const u8 zero[8];
+
+	mk(&f, NZ_FRAME_WELCOME);
+	CHECK_EQ(decode_patched(&f, 40, zero, sizeof(zero)), -EPROTO);
+	f.welcome.incarnation = 0;
+	CHECK_EQ(nz_wire_check(&f, &lim), -EPROTO);
+	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), -EPROTO);
+	f.welcome.incarnation = 1;
+	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), 48);
+	CHECK_EQ(nz_wire_decode_hdr(buf, &lim, &g), 0);
+	CHECK_EQ(g.welcome.incarnation, 1);
+	return true;
+}
+
 /* ---- whole-frame decode and encode ------------------------------------ */
 
 static bool t_decode_truncated(void)
@@ -1076,6 +1109,7 @@ static bool t_hello_mac_input_golden(void)
 	fill(want + 8, 16, 0xb0);
 	fill(want + 24, 16, 0xc0);
 	memcpy(want + 40, ids, sizeof(ids));
+	put_unaligned_be64(0xe1e2e3e4e5e6e7e8ULL, want + 64);
 	memset(out, 0x77, sizeof(out));
 	nz_wire_hello_mac_input(&f.hello, nonce_s, out);
 	CHECK(!memcmp(out, want, sizeof(want)));
@@ -1092,8 +1126,9 @@ static bool t_hello_mac_input_binds_fields(void)
 
 	mk(&f, NZ_FRAME_HELLO);
 	nz_wire_hello_mac_input(&f.hello, ns, base);
-	for (i = 0; i < 8; i++) {
+	for (i = 0; i < 9; i++) {
 		g = f;
+		g.hello.incarnation ^= i == 8;
 		g.hello.job_id ^= i == 0;
 		g.hello.src_rank ^= i == 1;
 		g.hello.dst_rank ^= i == 2;
@@ -1133,8 +1168,10 @@ static bool t_welcome_mac_input_golden(void)
 	fill(want + 8, 16, 0xc0);
 	fill(want + 24, 16, 0xb0);
 	memcpy(want + 40, ids, sizeof(ids));
+	put_unaligned_be64(0xf1f2f3f4f5f6f7f8ULL, want + 58);
 	memset(out, 0x77, sizeof(out));
-	nz_wire_welcome_mac_input(nc, ns, 0x0102030405060708ULL, 7, 3, 1, out);
+	nz_wire_welcome_mac_input(nc, ns, 0x0102030405060708ULL, 7, 3, 1,
+				  0xf1f2f3f4f5f6f7f8ULL, out);
 	CHECK(!memcmp(out, want, sizeof(want)));
 	CHECK_EQ(out[NZ_WIRE_WELCOME_MAC_LEN], 0x77);
 	return true;
@@ -1145,18 +1182,20 @@ static bool t_welcome_mac_input_binds_fields(void)
 	u8 base[NZ_WIRE_WELCOME_MAC_LEN], out[NZ_WIRE_WELCOME_MAC_LEN];
 	u8 nc[NZ_WIRE_NONCE_LEN] = { 0 }, ns[NZ_WIRE_NONCE_LEN] = { 0 };
 
-	nz_wire_welcome_mac_input(nc, ns, 1, 2, 3, 4, base);
-	nz_wire_welcome_mac_input(nc, ns, 5, 2, 3, 4, out);
+	nz_wire_welcome_mac_input(nc, ns, 1, 2, 3, 4, 9, base);
+	nz_wire_welcome_mac_input(nc, ns, 5, 2, 3, 4, 9, out);
 	CHECK(memcmp(out, base, sizeof(out)));
-	nz_wire_welcome_mac_input(nc, ns, 1, 3, 2, 4, out);	/* swapped */
+	nz_wire_welcome_mac_input(nc, ns, 1, 3, 2, 4, 9, out);	/* swapped */
 	CHECK(memcmp(out, base, sizeof(out)));
-	nz_wire_welcome_mac_input(nc, ns, 1, 2, 3, 5, out);
+	nz_wire_welcome_mac_input(nc, ns, 1, 2, 3, 5, 9, out);
+	CHECK(memcmp(out, base, sizeof(out)));
+	nz_wire_welcome_mac_input(nc, ns, 1, 2, 3, 4, 10, out);	/* instance */
 	CHECK(memcmp(out, base, sizeof(out)));
 	nc[0] = 1;
-	nz_wire_welcome_mac_input(nc, ns, 1, 2, 3, 4, out);
+	nz_wire_welcome_mac_input(nc, ns, 1, 2, 3, 4, 9, out);
 	CHECK(memcmp(out, base, sizeof(out)));
 	/* Swapping the nonces changes the input: order is fixed. */
-	nz_wire_welcome_mac_input(ns, nc, 1, 2, 3, 4, out);
+	nz_wire_welcome_mac_input(ns, nc, 1, 2, 3, 4, 9, out);
 	CHECK(memcmp(out, base, sizeof(out)));
 	return true;
 }
@@ -1169,7 +1208,7 @@ static bool t_mac_inputs_domain_separated(void)
 
 	mk(&f, NZ_FRAME_HELLO);
 	nz_wire_hello_mac_input(&f.hello, nonce, h);
-	nz_wire_welcome_mac_input(nonce, nonce, f.hello.job_id, 3, 7, 1, w);
+	nz_wire_welcome_mac_input(nonce, nonce, f.hello.job_id, 3, 7, 1, 1, w);
 	CHECK(memcmp(h, w, 8));
 	CHECK(!memcmp(h, "NZHELLO1", 8));
 	CHECK(!memcmp(w, "NZWELC01", 8));
@@ -1463,6 +1502,8 @@ static const struct {
 	T(reject_hello_rail_out_of_range),
 	T(reject_hello_nrails_zero),
 	T(reject_hello_self),
+	T(reject_hello_no_incarnation),
+	T(reject_welcome_no_incarnation),
 	T(decode_truncated),
 	T(decode_trailing_bytes),
 	T(encode_enospc),
