@@ -366,6 +366,47 @@ else
 		net_diag
 	fi
 fi
+# A rank whose node dies and which comes back with the job it had (same
+# job id and secret): before wire version 3 its peer took the new instance
+# for the old one reconnecting, and drained and acknowledged its messages
+# as repeats of old ones -- the restarted rank's send completed, delivered
+# nowhere, and rank 0's receive timed out.  Now the handshake names each
+# communicator's instance: rank 0 refuses the new one and fails what it
+# had with the old one (ECONNRESET).  Rank 1's "crash": its old rail
+# connections go silent (every segment they send is dropped, by source
+# port: a u32 filter) and its process is killed, so nothing of the old
+# instance -- no CLOSE, no FIN -- reaches rank 0 again, as when a node
+# dies; the new instance's connections (new ports) pass.
+meet restart || echo "# the other guest did not come within 2 minutes"
+if [ "$NZ_NODE" = 0 ]; then
+	rm -f "$NZ_RUN/restart.go"
+	said=$(dmesg | grep -c 'restarted: another instance')
+	run_tap restart "$NZ_BIN/guest/nz_restart" serve 20 "$NZ_RUN/restart.go"
+	line=$(dmesg | grep 'restarted: another instance' | tail -n +$((said + 1)) | head -n 1)
+	[ -n "$line" ] && echo "# ${line#*] }"
+	check "restart: the module's log names the restarted rank" test -n "$line"
+else
+	"$NZ_BIN/guest/nz_restart" send 20 > "$NZ_OUT/restart1.log" 2>&1 &
+	rp=$!
+	for i in $(seq 600); do grep -q '^sent' "$NZ_OUT/restart1.log" && break; sleep 0.1; done
+	sed 's/^/# /' "$NZ_OUT/restart1.log"
+	check "restart: rank 1 sent its 20 messages" grep -q '^ok .*sent 20 of 20' "$NZ_OUT/restart1.log"
+	ports=$(ss -tnH state established '( dport = :7470 )' | awk '{ n = split($3, a, ":"); print a[n] }')
+	echo "# the old instance's connections leave from ports" $ports
+	for ifc in $NZ_IFS; do
+		tc qdisc replace dev "$ifc" root handle 1: prio
+		for port in $ports; do
+			tc filter add dev "$ifc" parent 1: protocol ip prio 1 u32 \
+				match ip sport "$port" 0xffff action drop
+		done
+	done
+	kill -9 $rp
+	wait $rp 2>/dev/null
+	sleep 1
+	touch "$NZ_RUN/restart.go"
+	run_tap restart "$NZ_BIN/guest/nz_restart" again
+	for ifc in $NZ_IFS; do tc qdisc del dev "$ifc" root; done
+fi
 check "no transfer left in flight" test "$(cat /sys/class/nezha/nezha/inflight)" = 0
 check "no connection counted once the jobs are gone" \
 	sh -c 'for r in /sys/class/nezha/rail-*; do [ "$(cat $r/stats/conns)" = 0 ] || exit 1; done'
