@@ -43,6 +43,9 @@ static int nz_cmd_nop(struct nz_file *f, struct io_uring_cmd *cmd,
 static int nz_cmd_version(struct nz_file *f, struct io_uring_cmd *cmd,
 			  const struct nz_sqe *sqe, unsigned int issue_flags);
 
+static int nz_cmd_cancel(struct nz_file *f, struct io_uring_cmd *cmd,
+			 const struct nz_sqe *sqe, unsigned int issue_flags);
+
 static const struct nz_cmd_def nz_cmd_defs[__NZ_CMD_MAX] = {
 	[NZ_CMD_NOP] = {
 		.name = "nop",
@@ -70,6 +73,13 @@ static const struct nz_cmd_def nz_cmd_defs[__NZ_CMD_MAX] = {
 		.comm = true,
 		.fixed = true,
 		.issue = nz_cmd_recv,
+	},
+	[NZ_CMD_CANCEL] = {
+		.name = "cancel",
+		.flags = NZ_XFER_FLAGS,
+		.payload = sizeof(struct nz_sqe_xfer),
+		.comm = true,
+		.issue = nz_cmd_cancel,
 	},
 };
 
@@ -254,6 +264,17 @@ static const struct nz_cmd_def *nz_cmd_check(const struct io_uring_cmd *cmd,
 		       sizeof(sqe->__pad) - def->payload))
 		return NULL;
 	return def;
+}
+
+static int nz_cmd_cancel(struct nz_file *f, struct io_uring_cmd *cmd,
+			 const struct nz_sqe *sqe, unsigned int issue_flags)
+{
+	int n = nz_cancel_recvs(f, sqe);
+
+	if (n < 0)
+		return n;
+	nz_post(cmd, n, 0, issue_flags);
+	return 0;
 }
 
 static int nz_uring_cmd(struct io_uring_cmd *cmd, unsigned int issue_flags)

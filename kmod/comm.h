@@ -325,6 +325,7 @@ int nz_comm_ioctl_destroy(struct nz_file *f, void __user *arg);
 void nz_comm_file_release(struct nz_file *f);
 int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
 		const struct nz_sqe *sqe, unsigned int issue_flags);
+int nz_cancel_recvs(struct nz_file *f, const struct nz_sqe *sqe);
 int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 		const struct nz_sqe *sqe, unsigned int issue_flags);
 struct nz_comm *nz_comm_find_hello(struct nz_rail *rail,

@@ -396,6 +396,44 @@ static struct nz_msg *nz_find_unclaimed(struct nz_peer *p, u64 tag, u64 seq)
 	return NULL;
 }
 
+/*
+ * NZ_CMD_CANCEL: fail the receives on (peer, tag) still waiting for their
+ * message, as if they had timed out (their (tag, seq) stays passed, so
+ * the message is refused when it comes).  Returns how many, or -EINVAL.
+ */
+int nz_cancel_recvs(struct nz_file *f, const struct nz_sqe *sqe)
+{
+	const struct nz_sqe_xfer *x = &sqe->xfer;
+	struct nz_msg *m, *tmp;
+	struct nz_comm *comm;
+	struct nz_peer *p;
+	LIST_HEAD(done);
+	int n = 0;
+
+	if (x->addr || x->len || x->timeout_ms)
+		return -EINVAL;
+	comm = nz_file_comm_get(f, sqe->comm_id);
+	if (!comm)
+		return -EINVAL;
+	p = nz_xfer_peer(comm, x);
+	if (!p) {
+		nz_comm_put(comm);
+		return -EINVAL;
+	}
+	spin_lock_bh(&p->lock);
+	list_for_each_entry_safe(m, tmp, &p->posted, node) {
+		if (m->tag != x->tag || !m->xreq)
+			continue;
+		n++;
+		if (nz_msg_set_done(m, -ECANCELED))
+			list_add_tail(&m->node, &done);
+	}
+	spin_unlock_bh(&p->lock);
+	nz_complete_list(&done);	/* counted in stats/cmds_cancelled */
+	nz_comm_put(comm);
+	return n;
+}
+
 int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
 		const struct nz_sqe *sqe, unsigned int issue_flags)
 {

@@ -18,7 +18,7 @@ void nz_fill_version(struct nz_version *v)
 	v->abi_version = NZ_ABI_VERSION;
 	v->max_rails = NZ_MAX_RAILS;
 	v->features = NZ_FEAT_NOP | NZ_FEAT_NOP_DEFER | NZ_FEAT_P2P |
-		      NZ_FEAT_FIXED_BUF | NZ_FEAT_TCP;
+		      NZ_FEAT_FIXED_BUF | NZ_FEAT_TCP | NZ_FEAT_CANCEL;
 	if (nz_transport_loaded(NZ_PROTO_RDMA))
 		v->features |= NZ_FEAT_RDMA;
 	strscpy(v->release, NZ_RELEASE, sizeof(v->release));

@@ -140,7 +140,8 @@ static int nzi_submit(struct nz_comm *c)
 static int nzi_start(struct nz_comm *c, uint32_t op, const void *buf,
 		     size_t len, int peer, uint64_t tag, struct nz_request **out)
 {
-	const char *what = op == NZ_CMD_SEND ? "send" : "recv";
+	const char *what = op == NZ_CMD_SEND ? "send" :
+			   op == NZ_CMD_RECV ? "recv" : "cancel";
 	struct nz_request *r;
 	struct nz_sqe sqe;
 	int fixed, ret;
@@ -206,6 +207,21 @@ int nz_irecv(struct nz_comm *comm, void *buf, size_t len, int peer,
 	     uint64_t tag, struct nz_request **req)
 {
 	return nzi_start(comm, NZ_CMD_RECV, buf, len, peer, tag, req);
+}
+
+int nz_cancel_recvs(struct nz_comm *comm, int peer, uint64_t tag)
+{
+	struct nz_status st;
+	struct nz_request *r;
+	int ret;
+
+	ret = nzi_start(comm, NZ_CMD_CANCEL, NULL, 0, peer, tag, &r);
+	if (ret)
+		return ret;
+	do {	/* the module answers at once: no transfer to wait for */
+		ret = nz_wait(r, &st);
+	} while (ret == -ETIME || ret == -EINTR);
+	return ret ? ret : (int)st.bytes;
 }
 
 static bool nzi_req_valid(const struct nz_request *r)

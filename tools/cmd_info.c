@@ -80,7 +80,7 @@ static int nzctl_get_info(struct nzctl_info *info)
 }
 
 static const char *const nzctl_feature_names[] = {
-	"nop", "nop-defer", "p2p", "fixed-buffers", "tcp", "rdma",
+	"nop", "nop-defer", "p2p", "fixed-buffers", "tcp", "rdma", "cancel",
 };
 
 int nzctl_version(int argc, char **argv)

@@ -353,6 +353,17 @@ int nz_test(struct nz_request *req, struct nz_status *status);
 int nz_waitall(struct nz_request **reqs, unsigned int n,
 	       struct nz_status *statuses);
 
+/*
+ * Cancel the receives from peer under tag that no message has started to
+ * fill yet: each completes with -ECANCELED (nz_wait()).  The messages they
+ * were for are refused when they come (their senders get -ECONNABORTED);
+ * the next messages on the tag match the next receives.  A receive whose
+ * message is already arriving is not stopped.  Returns how many were
+ * cancelled, -EINVAL (also from a module without NZ_CMD_CANCEL, which
+ * NZ_FEAT_CANCEL tells) or a submission error.
+ */
+int nz_cancel_recvs(struct nz_comm *comm, int peer, uint64_t tag);
+
 /* Blocking send and receive: nz_isend/nz_irecv followed by nz_wait. */
 int nz_send(struct nz_comm *comm, const void *buf, size_t len, int peer,
 	    uint64_t tag);

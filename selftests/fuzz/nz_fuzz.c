@@ -1057,7 +1057,7 @@ static void gen_sqe(struct rng *r, uint64_t index)
 {
 	static const uint32_t ops[] = { NZ_CMD_SEND, NZ_CMD_SEND, NZ_CMD_SEND,
 		NZ_CMD_RECV, NZ_CMD_RECV, NZ_CMD_RECV, NZ_CMD_NOP, NZ_CMD_NOP,
-		NZ_CMD_VERSION };
+		NZ_CMD_VERSION, NZ_CMD_CANCEL };
 	struct nz_sqe p;
 	struct io_uring_sqe *sqe;
 	struct expect *e;
@@ -1095,13 +1095,14 @@ static void gen_sqe(struct rng *r, uint64_t index)
 		break;
 	case NZ_CMD_SEND:
 	case NZ_CMD_RECV:
+	case NZ_CMD_CANCEL:
 		payload = sizeof(struct nz_sqe_xfer);
 		break;
 	default:
 		reject = true;
 		break;
 	}
-	comm_op = op == NZ_CMD_SEND || op == NZ_CMD_RECV;
+	comm_op = op == NZ_CMD_SEND || op == NZ_CMD_RECV || op == NZ_CMD_CANCEL;
 
 	/* which file */
 	if (pm(r, 30)) {
@@ -1158,7 +1159,7 @@ static void gen_sqe(struct rng *r, uint64_t index)
 		fixed = true;
 		fixed_idx = pm(r, 800) ? below(r, NREG) :
 			    pm(r, 500) ? NREG + below(r, 4) : below(r, 65536);
-		if (!comm_op)
+		if (!comm_op || op == NZ_CMD_CANCEL)
 			reject = true;
 	}
 
@@ -1233,7 +1234,8 @@ static void gen_sqe(struct rng *r, uint64_t index)
 		x->timeout_ms = pm(r, 100) ? 0 : pm(r, 850) ? 1 + below(r, 300) :
 				pm(r, 700) ? 1 + below(r, 3000) : (uint32_t)edge64(r);
 		snprintf(d, sizeof(e->desc), "%s %#x comm %u peer %u addr %#" PRIx64 " len %#" PRIx64 " tag %#" PRIx64 " tmo %u%s%u",
-			 op == NZ_CMD_SEND ? "SEND" : op == NZ_CMD_RECV ? "RECV" : "op", op,
+			 op == NZ_CMD_SEND ? "SEND" : op == NZ_CMD_RECV ? "RECV" :
+			 op == NZ_CMD_CANCEL ? "CANCEL" : "op", op,
 			 p.comm_id, x->peer,
 			 (uint64_t)x->addr, (uint64_t)x->len, (uint64_t)x->tag,
 			 x->timeout_ms, fixed ? " fixed " : " ", fixed_idx);
@@ -1264,6 +1266,12 @@ static void gen_sqe(struct rng *r, uint64_t index)
 			e->len = x->len;
 			if (op == NZ_CMD_SEND && x->len > INT32_MAX)
 				e->mask &= ~A_OK;
+			if (op == NZ_CMD_CANCEL) {
+				/* How many it cancelled, or EINVAL (a buffer
+				 * or timeout given, no such comm or peer). */
+				e->exact = false;
+				e->mask = A_OK | A(EINVAL);
+			}
 		}
 	}
 	if (reject) {

@@ -1013,6 +1013,45 @@ static int recover(void)
 	ctl_sync(k);
 	exchange(d, "a receive that gave up", 3);
 
+	/* 3b. Two receives cancelled (NZ_CMD_CANCEL) before their messages. */
+	if (rank == 1) {
+		struct nz_request *r[2];
+		struct nz_status st;
+		int n1, e0, e1;
+
+		ret = nz_irecv(d, big, 4096, peer, 13, &r[0]);
+		if (!ret)
+			ret = nz_irecv(d, big + 4096, 4096, peer, 13, &r[1]);
+		n1 = ret ? ret : nz_cancel_recvs(d, peer, 13);
+		e0 = ret ? ret : nz_wait(r[0], &st);
+		e1 = ret ? ret : nz_wait(r[1], &st);
+		tap_ok(n1 == 2 && e0 == -ECANCELED && e1 == -ECANCELED,
+		       "two receives cancelled: %d cancelled, they end with %s, %s",
+		       n1, strerror(-e0), strerror(-e1));
+		n1 = nz_cancel_recvs(d, peer, 13);
+		tap_ok(n1 == 0, "cancelling again finds none (%d)", n1);
+	}
+	ctl_sync(k);
+	if (rank == 0) {
+		int e0 = nz_send(d, big, 4096, peer, 13);
+		int e1 = nz_send(d, big, 4096, peer, 13);
+
+		tap_ok(e0 == -ECONNABORTED && e1 == -ECONNABORTED,
+		       "their two sends, after: refused (%s, %s)",
+		       strerror(-e0), strerror(-e1));
+		fill(big, 65536, 13);
+		ret = nz_send(d, big, 65536, peer, 13);
+	} else {
+		memset(big, 0, 65536);
+		ret = nz_recv(d, big, sizeof(big), peer, 13, &got);
+		if (!ret && (got != 65536 || check(big, 65536, 13) >= 0))
+			ret = -EBADMSG;
+	}
+	tap_ok(!ret, "the next message on that tag: %s",
+	       ret ? strerror(-ret) : "intact");
+	ctl_sync(k);
+	exchange(d, "two cancelled receives", 5);
+
 	/*
 	 * 4. Every rail blackholed for 4 s (rank 0 drops all it sends) under
 	 * a stream of 256 KiB messages: transfers time out on both sides.

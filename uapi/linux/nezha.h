@@ -38,6 +38,7 @@
 #define NZ_FEAT_FIXED_BUF	(1ULL << 3)	/* IORING_URING_CMD_FIXED */
 #define NZ_FEAT_TCP		(1ULL << 4)	/* TCP rails */
 #define NZ_FEAT_RDMA		(1ULL << 5)	/* RDMA rails */
+#define NZ_FEAT_CANCEL		(1ULL << 6)	/* NZ_CMD_CANCEL */
 
 /* Hard limits of this ABI version. */
 #define NZ_MAX_RAILS		8
@@ -51,6 +52,7 @@ enum nz_cmd_op {
 	NZ_CMD_VERSION	= 0x02,	/* fill a struct nz_version at addr */
 	NZ_CMD_SEND	= 0x10,	/* point to point send (struct nz_sqe_xfer) */
 	NZ_CMD_RECV	= 0x11,	/* point to point receive (struct nz_sqe_xfer) */
+	NZ_CMD_CANCEL	= 0x12,	/* cancel receives (struct nz_sqe_xfer) */
 	__NZ_CMD_MAX,
 };
 
@@ -108,6 +110,16 @@ struct nz_version {
  * ranks work as before.
  */
 #define NZ_XFER_FLAGS		0U
+
+/*
+ * NZ_CMD_CANCEL: fail every receive of comm_id from peer under tag that no
+ * message has started to fill yet, with -ECANCELED; addr, len and
+ * timeout_ms must be 0.  res: how many it failed (0: none waiting), or
+ * -EINVAL.  A receive already being filled is not stopped: it completes
+ * or fails on its own.  The messages those receives were for are refused
+ * when they come (their sends fail with -ECONNABORTED), and the next ones
+ * on the tag match the next receives, as after a receive that timed out.
+ */
 
 struct nz_sqe_xfer {
 	__u64	addr;		/* in: user buffer */
