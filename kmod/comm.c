@@ -112,6 +112,26 @@ struct nz_comm *nz_comm_find_hello(struct nz_rail *rail,
 	return found;
 }
 
+/* Client: our HELLO on conn, answering the server's CHALLENGE nonce_s. */
+int nz_conn_make_hello(struct nz_conn *conn, const u8 *nonce_s,
+		       struct nz_frame *f)
+{
+	struct nz_comm *comm = conn->peer->comm;
+	u8 in[NZ_WIRE_HELLO_MAC_LEN];
+
+	nz_frame_init(f, NZ_FRAME_HELLO);
+	f->hello.incarnation = comm->incarnation;
+	f->hello.job_id = comm->job_id;
+	f->hello.src_rank = comm->rank;
+	f->hello.dst_rank = conn->peer->rank;
+	f->hello.rail = conn->slot;
+	f->hello.nrails = comm->nrails;
+	f->hello.unit = comm->unit;
+	get_random_bytes(f->hello.nonce_c, sizeof(f->hello.nonce_c));
+	nz_wire_hello_mac_input(&f->hello, nonce_s, in);
+	return nz_comm_mac(comm, in, sizeof(in), f->hello.mac);
+}
+
 /*
  * Client: the server's WELCOME proves it knows the secret (its MAC covers
  * our HELLO's nonce, so it answers this HELLO) and names its instance.

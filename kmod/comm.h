@@ -416,6 +416,8 @@ void nz_conn_free_ctrl(struct nz_conn *conn);
 void nz_peer_free_tags(struct nz_peer *p);
 void nz_peer_free_aborts(struct nz_peer *p);
 int nz_conn_incarnation(struct nz_conn *conn, u64 incarnation);
+int nz_conn_make_hello(struct nz_conn *conn, const u8 *nonce_s,
+		       struct nz_frame *f);
 int nz_conn_check_welcome(struct nz_conn *conn,
 			  const struct nz_frame_welcome *w,
 			  const u8 *nonce_c, const u8 *nonce_s);

@@ -110,6 +110,7 @@ NZ_TRANSPORT_EXPORT(nz_conn_tx_done);
 NZ_TRANSPORT_EXPORT(nz_conn_tx_abort);
 NZ_TRANSPORT_EXPORT(nz_comm_conn);
 NZ_TRANSPORT_EXPORT(nz_comm_find_hello);
+NZ_TRANSPORT_EXPORT(nz_conn_make_hello);
 NZ_TRANSPORT_EXPORT(nz_conn_check_welcome);
 NZ_TRANSPORT_EXPORT(nz_comm_job_fits);
 NZ_TRANSPORT_EXPORT(nz_comm_put);

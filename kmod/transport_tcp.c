@@ -789,9 +789,7 @@ static void nz_tcp_conn_release_msg(struct nz_conn *conn)
 
 static int nz_tcp_client_handshake(struct nz_conn *conn, struct socket *sock)
 {
-	struct nz_comm *comm = conn->peer->comm;
 	u8 nonce_s[NZ_WIRE_NONCE_LEN], nonce_c[NZ_WIRE_NONCE_LEN];
-	u8 in[NZ_WIRE_HELLO_MAC_LEN];
 	struct nz_frame f;
 	int ret;
 
@@ -800,17 +798,7 @@ static int nz_tcp_client_handshake(struct nz_conn *conn, struct socket *sock)
 		return ret;
 	memcpy(nonce_s, f.challenge.nonce_s, sizeof(nonce_s));
 
-	nz_frame_init(&f, NZ_FRAME_HELLO);
-	f.hello.incarnation = comm->incarnation;
-	f.hello.job_id = comm->job_id;
-	f.hello.src_rank = comm->rank;
-	f.hello.dst_rank = conn->peer->rank;
-	f.hello.rail = conn->slot;
-	f.hello.nrails = comm->nrails;
-	f.hello.unit = comm->unit;
-	get_random_bytes(f.hello.nonce_c, sizeof(f.hello.nonce_c));
-	nz_wire_hello_mac_input(&f.hello, nonce_s, in);
-	ret = nz_comm_mac(comm, in, NZ_WIRE_HELLO_MAC_LEN, f.hello.mac);
+	ret = nz_conn_make_hello(conn, nonce_s, &f);
 	if (ret)
 		return ret;
 	ret = nz_tcp_send_frame(sock, &f);
