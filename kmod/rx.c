@@ -202,6 +202,8 @@ static void nz_rx_refuse(struct nz_conn *conn, const struct nz_frame_data *fd,
 	nz_seqwin_mark_done(&p->rxwin, fd->msg_id);
 	if (err == -ENOBUFS)
 		nz_rx_grave(p, fd->msg_id, fd->tag, fd->tag_seq, err, &s->msg);
+	/* Forget those this msg_id proves answered: at most a window kept. */
+	nz_rx_refused(p, fd->msg_id);
 	s->rec->msg_id = fd->msg_id;
 	s->rec->reason = -err;
 	list_add_tail(&s->rec->node, &p->refusals);
@@ -286,7 +288,7 @@ static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
 		if (gone && !s->ctrl)
 			s->ctrl = kzalloc(sizeof(*s->ctrl), GFP_KERNEL);
 		if (gone && !s->rec)
-			s->rec = kzalloc(sizeof(*s->rec), GFP_KERNEL);
+			s->rec = kzalloc(sizeof(*s->rec), GFP_KERNEL_ACCOUNT);
 		if ((gone == -ENOBUFS || (!gone && !posted)) && !s->msg)
 			s->msg = nz_msg_alloc(p, NZ_MSG_RX);
 		if (!gone && words && !s->map)
