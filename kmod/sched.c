@@ -250,38 +250,17 @@ static bool nz_sched_share_done(const struct nz_peer *p,
 static bool nz_sched_tail_defer(const struct nz_peer *p,
 				const struct nz_conn *conn, u64 len)
 {
-	u64 obw = 0, oinfl = 0, need, rest = 0, sum = 0, guess, bw;
-	u32 i, n = 0, unmeasured = 0;
+	struct nz_est_conn c[NZ_MAX_RAILS];
+	u64 need, rest = 0;
 	const struct nz_msg *m;
+	u32 i;
 
-	/*
-	 * A connection not measured yet (nothing but short exchanges so far:
-	 * a sample needs a longer busy period) counts as the mean of the
-	 * measured ones, or all as equal: otherwise the first connection to
-	 * pull would take every chunk of a short message.
-	 */
 	for (i = 0; i < p->comm->nrails; i++) {
-		const struct nz_conn *c = &p->conns[i];
-		bool other = c != conn;
-
-		if (other && !nz_sched_conn_usable(c))
-			continue;
-		if (c->est.bw) {
-			sum += c->est.bw;
-			n++;
-		}
-		if (!other)
-			continue;
-		if (c->est.bw)
-			obw += c->est.bw;
-		else
-			unmeasured++;
-		oinfl += nz_sched_held(c);
+		c[i].usable = nz_sched_conn_usable(&p->conns[i]);
+		c[i].bw = p->conns[i].est.bw;
+		c[i].held = nz_sched_held(&p->conns[i]);
 	}
-	guess = n ? div_u64(sum, n) : 1;
-	obw += unmeasured * guess;
-	bw = conn->est.bw ? conn->est.bw : guess;
-	need = nz_est_tail_need(obw, oinfl, bw, nz_sched_held(conn), len);
+	need = nz_est_tail_need(c, p->comm->nrails, conn->slot, len);
 	if (!need)
 		return false;
 	list_for_each_entry(m, &p->tx_msgs, node) {

@@ -180,20 +180,46 @@ bool nz_est_acked(struct nz_est *e, u64 now, u32 len, bool first,
 }
 
 /*
- * The tail rule: the others deliver obw bytes/s and hold oinfl; this
- * connection delivers bw and holds held.  The bytes still unassigned that
- * the others would not finish before this one finishes len more: 0 when
- * it should take the chunk whatever is left, else it leaves the chunk to
- * the others if no more than that many bytes are left.
+ * The tail rule (Documentation/sched.rst, "The tail"), for connection self
+ * among c[0..n): the bytes still unassigned that the others would not
+ * finish before self finishes len more.  0: self takes the chunk whatever
+ * is left; else it leaves the chunk to the others if no more than that
+ * many bytes are left.
+ *
+ * A connection not measured yet (nothing but short exchanges so far: a
+ * sample needs a longer busy period) counts as the mean of the measured
+ * ones, or all as equal: otherwise the first connection to pull would
+ * take every chunk of a short message.
  */
-u64 nz_est_tail_need(u64 obw, u64 oinfl, u64 bw, u64 held, u64 len)
+u64 nz_est_tail_need(const struct nz_est_conn *c, u32 n, u32 self, u64 len)
 {
-	u64 need;
+	u64 obw = 0, oinfl = 0, sum = 0, guess, bw, need;
+	u32 i, cnt = 0, unmeasured = 0;
 
+	for (i = 0; i < n; i++) {
+		bool other = i != self;
+
+		if (other && !c[i].usable)
+			continue;
+		if (c[i].bw) {
+			sum += c[i].bw;
+			cnt++;
+		}
+		if (!other)
+			continue;
+		if (c[i].bw)
+			obw += c[i].bw;
+		else
+			unmeasured++;
+		oinfl += c[i].held;
+	}
+	guess = cnt ? div_u64(sum, cnt) : 1;
+	obw += unmeasured * guess;
 	if (!obw)
 		return 0;
-	/* What the others deliver in the time conn needs for its share. */
-	need = mul_u64_u64_div_u64(held + len, obw, bw);
+	bw = c[self].bw ? c[self].bw : guess;
+	/* What the others deliver in the time self needs for its share. */
+	need = mul_u64_u64_div_u64(c[self].held + len, obw, bw);
 	if (need <= oinfl)
 		return 0;
 	return need - oinfl;

@@ -51,6 +51,13 @@ struct nz_sched_cand {
 	u64 bw;				/* bytes/s; 0 unknown */
 };
 
+/* A connection to the same peer, as the tail rule weighs it. */
+struct nz_est_conn {
+	u64 bw;				/* est.bw: bytes/s; 0 unknown */
+	u64 held;			/* bytes on its way */
+	bool usable;			/* may take chunks */
+};
+
 #define NZ_EST_MAX_WINDOW	(64ULL << 20)
 
 u32 nz_est_min_rtt(const struct nz_est *e);
@@ -63,6 +70,6 @@ u32 nz_est_pick_rails(const struct nz_sched_cand *c, u32 n, u64 total,
 		      u32 unit);
 bool nz_est_acked(struct nz_est *e, u64 now, u32 len, bool first,
 		  u64 t_assign, u32 unit, bool idle);
-u64 nz_est_tail_need(u64 obw, u64 oinfl, u64 bw, u64 held, u64 len);
+u64 nz_est_tail_need(const struct nz_est_conn *c, u32 n, u32 self, u64 len);
 
 #endif /* _NZ_SCHED_EST_H */

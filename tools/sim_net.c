@@ -326,36 +326,19 @@ static void msg_pick_rails(struct sim_net *n, struct sim_peer *p,
 		m->rail_mask = mask;
 }
 
-/* nz_sched_tail_defer(). */
+/* nz_sched_tail_defer(): the rule itself is sched_est.c's. */
 static bool tail_defer(const struct sim_peer *p, int nrails, int slot,
 		       uint64_t len)
 {
-	uint64_t obw = 0, oinfl = 0, sum = 0, guess, bw, need, rest = 0;
-	uint32_t cnt = 0, unmeasured = 0;
-	const struct sim_conn *conn = &p->conn[slot];
+	struct nz_est_conn c[SIM_MAX_RAILS];
+	uint64_t need, rest = 0;
 
 	for (int r = 0; r < nrails; r++) {
-		const struct sim_conn *c = &p->conn[r];
-		bool other = r != slot;
-
-		if (other && !conn_usable(c))
-			continue;
-		if (c->est.bw) {
-			sum += c->est.bw;
-			cnt++;
-		}
-		if (!other)
-			continue;
-		if (c->est.bw)
-			obw += c->est.bw;
-		else
-			unmeasured++;
-		oinfl += c->held;
+		c[r].usable = conn_usable(&p->conn[r]);
+		c[r].bw = p->conn[r].est.bw;
+		c[r].held = p->conn[r].held;
 	}
-	guess = cnt ? sum / cnt : 1;
-	obw += unmeasured * guess;
-	bw = conn->est.bw ? conn->est.bw : guess;
-	need = nz_est_tail_need(obw, oinfl, bw, conn->held, len);
+	need = nz_est_tail_need(c, (u32)nrails, (u32)slot, len);
 	if (!need)
 		return false;
 	for (const struct sim_msg *m = p->tx_head; m; m = m->next) {
