@@ -18,42 +18,50 @@
 
 #define MAX_SIZES	32
 
-static int parse_time(const char *s, uint64_t *ns)
+struct unit {
+	const char *suffix;
+	double scale;
+};
+
+/* A number and one of units' suffixes: the number times its scale. */
+static int parse_scaled(const char *s, const struct unit *units, double *out)
 {
 	char *end;
 	double v = strtod(s, &end);
 
 	if (end == s || v < 0)
 		return -EINVAL;
-	if (!strcmp(end, "s"))
-		v *= 1e9;
-	else if (!strcmp(end, "ms"))
-		v *= 1e6;
-	else if (!strcmp(end, "us"))
-		v *= 1e3;
-	else if (strcmp(end, "ns"))
+	for (; units->suffix; units++)
+		if (!strcmp(end, units->suffix)) {
+			*out = v * units->scale;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int parse_time(const char *s, uint64_t *ns)
+{
+	static const struct unit units[] = {
+		{ "s", 1e9 }, { "ms", 1e6 }, { "us", 1e3 }, { "ns", 1 }, { NULL, 0 }
+	};
+	double v;
+
+	if (parse_scaled(s, units, &v))
 		return -EINVAL;
 	*ns = (uint64_t)(v + 0.5);
 	return 0;
 }
 
 /* A link rate in bits/s, as tc writes it; returns bytes/s. */
-static int parse_rate(const char *s, double *bps)
+static int parse_rate(const char *s, double *bytes_per_s)
 {
-	char *end;
-	double v = strtod(s, &end);
+	static const struct unit units[] = {
+		{ "bit", 1 / 8.0 }, { "kbit", 1e3 / 8 }, { "mbit", 1e6 / 8 },
+		{ "gbit", 1e9 / 8 }, { NULL, 0 }
+	};
 
-	if (end == s || v <= 0)
+	if (parse_scaled(s, units, bytes_per_s) || *bytes_per_s <= 0)
 		return -EINVAL;
-	if (!strcmp(end, "kbit"))
-		v *= 1e3;
-	else if (!strcmp(end, "mbit"))
-		v *= 1e6;
-	else if (!strcmp(end, "gbit"))
-		v *= 1e9;
-	else if (strcmp(end, "bit"))
-		return -EINVAL;
-	*bps = v / 8;
 	return 0;
 }
 
