@@ -14,3 +14,4 @@ $(B)/unit/test_agg_loss: tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c to
 # The cluster model, with the module's scheduler arithmetic (sched_est.c).
 UNIT_DEPS_test_sim := tools/sim_net.c tools/sim_coll.c kmod/sched_est.c kmod/wire.c
 $(B)/unit/test_sim: tools/sim_net.c tools/sim_coll.c tools/sim.h
+UNIT_DEPS_test_sched_est := kmod/sched_est.c
