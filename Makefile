@@ -63,9 +63,14 @@ LIB_A      := $(B)/lib/libnezha.a
 LIB_LDLIBS := -luring -lm
 
 CTL_SRCS   := tools/nezhactl.c tools/nl.c tools/parse.c tools/json.c tools/stats.c $(wildcard tools/cmd_*.c)
-TOOLS      := $(B)/tools/nezhactl $(B)/tools/nezha-bench $(B)/tools/nezha-aggd
+TOOLS      := $(B)/tools/nezhactl $(B)/tools/nezha-bench $(B)/tools/nezha-aggd \
+	      $(B)/tools/nezha-sim
 # The aggregation node's core, shared by nezha-aggd and its host tests.
 AGGD_SRCS  := tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c
+# The cluster model: its own files and the module's pure-C scheduler
+# arithmetic and chunking, compiled from kmod/ (Documentation/sim.rst).
+SIM_SRCS   := tools/sim_net.c tools/sim_coll.c kmod/sched_est.c kmod/wire.c
+SIM_HDRS   := tools/sim.h kmod/sched_est.h kmod/wire.h kmod/nz_compat.h
 
 # Host unit tests: test_X.c links the pure-C module files it names in
 # selftests/unit/deps.mk, or the library.
@@ -161,6 +166,11 @@ $(B)/tools/nezha-bench: tools/nezha-bench.c $(wildcard tools/bench_*.c) $(LIB_A)
 $(B)/tools/nezha-aggd: tools/nezha-aggd.c $(AGGD_SRCS) tools/aggd.h tools/aggd_int.h $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(UCFLAGS) -o $@ tools/nezha-aggd.c $(AGGD_SRCS) $(LIB_A) $(LIB_LDLIBS)
+
+# Not installed: a design tool (Documentation/sim.rst).
+$(B)/tools/nezha-sim: tools/nezha-sim.c $(SIM_SRCS) $(SIM_HDRS) $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(UCFLAGS) -idirafter kmod -o $@ tools/nezha-sim.c $(SIM_SRCS) $(LIB_A) $(LIB_LDLIBS)
 
 tests: $(UNIT_BINS) $(GUEST_BINS) $(FUZZ_BINS)
 

@@ -31,6 +31,7 @@
 #include "rail.h"
 #include "wire.h"
 #include "reasm.h"
+#include "sched_est.h"
 
 struct crypto_shash;
 struct nz_comm;
@@ -141,37 +142,6 @@ enum nz_conn_state {
 	NZ_CONN_CONNECTING,
 	NZ_CONN_UP,
 	NZ_CONN_DEAD,			/* communicator going away */
-};
-
-/*
- * The scheduler's view of a connection (sched.c, Documentation/sched.rst):
- *
- *   PROBE --sample--> HOT --idle cool_ms--> COLD --used--> HOT
- *     ^                                       |
- *     +------- estimates older than stale_ms -+
- */
-enum nz_sched_state {
-	NZ_SCHED_PROBE,			/* nothing measured yet, or stale */
-	NZ_SCHED_HOT,			/* carried data lately; fresh estimates */
-	NZ_SCHED_COLD,			/* idle: its start-up cost is paid again */
-};
-
-/* Online estimates of one connection, under peer->lock. */
-struct nz_est {
-	u8 state;			/* enum nz_sched_state */
-	u64 bw;				/* delivered bytes/s, smoothed; 0 unknown */
-	u32 srtt_us;			/* heartbeat round trip, smoothed */
-	u32 min_rtt_us;			/* lowest round trip, this window */
-	u32 min_rtt_prev_us;		/* ... and the window before */
-	u64 min_rtt_stamp;		/* ns: the current window started */
-	u32 start_us;			/* start-up latency from idle; 0 unknown */
-	u64 sample_start;		/* ns: bandwidth sample began; 0 none */
-	u64 sample_bytes;		/* acknowledged since */
-	bool sample_limited;		/* window-limited during the sample */
-	u64 last_active;		/* ns: chunk assigned or acknowledged */
-	u64 last_sample;		/* ns: last bandwidth or start-up sample */
-	u64 samples;			/* bandwidth samples taken */
-	u64 transitions;		/* state changes */
 };
 
 /* A control frame waiting to be sent (ACK, heartbeat, close). */
@@ -437,7 +407,6 @@ void nz_sched_conn_up(struct nz_conn *conn);
 /* sched.c: not under peer->lock (health.c, every heartbeat period). */
 void nz_sched_tick(struct nz_conn *conn);
 const char *nz_sched_state_name(u8 state);
-u32 nz_est_min_rtt(const struct nz_est *e);	/* under peer->lock */
 
 /*
  * Transports, on every arrival (any context): the path is alive now.  The

@@ -22,6 +22,8 @@
 #include <linux/string.h>
 #include <linux/bitops.h>
 #include <linux/build_bug.h>
+#include <linux/math64.h>
+#include <linux/time64.h>
 #include <asm/unaligned.h>
 
 #else /* !__KERNEL__ */
@@ -62,6 +64,36 @@ typedef signed long long s64;
 	type __a = (a);			\
 	type __b = (b);			\
 	__a > __b ? __a : __b; })
+
+#define min(a, b)	min_t(__typeof__(a), a, b)
+#define max(a, b)	max_t(__typeof__(a), a, b)
+#define clamp_t(type, v, lo, hi)	min_t(type, max_t(type, v, lo), hi)
+
+#define NSEC_PER_USEC	1000L
+#define NSEC_PER_MSEC	1000000L
+#define NSEC_PER_SEC	1000000000L
+
+static inline u64 div_u64(u64 a, u32 b)
+{
+	return a / b;
+}
+
+static inline u64 div64_u64(u64 a, u64 b)
+{
+	return a / b;
+}
+
+/* a * b / c without overflowing the product, as the kernel's. */
+static inline u64 mul_u64_u64_div_u64(u64 a, u64 b, u64 c)
+{
+	return (u64)((__uint128_t)a * b / c);
+}
+
+/* Last set bit, 1-based; 0 for 0. */
+static inline int fls64(u64 x)
+{
+	return x ? 64 - __builtin_clzll(x) : 0;
+}
 
 static inline bool is_power_of_2(unsigned long n)
 {

@@ -50,6 +50,7 @@
 #include <linux/string.h>
 #include <linux/timekeeping.h>
 #include "comm.h"
+#include "sched_est.h"
 #include "transport.h"
 #include "trace.h"
 
@@ -112,9 +113,6 @@ MODULE_PARM_DESC(sched_stale_ms,
 		 "age after which a cold connection's estimates are dropped and it is probed again (ms)");
 
 #define NZ_EST_MINRTT_WIN_NS	(10ULL * NSEC_PER_SEC)
-#define NZ_EST_MAX_WINDOW	(64ULL << 20)
-#define NZ_EST_DEFAULT_START_US	10000
-#define NZ_EST_TCP_IW		(10 * 1448)	/* bytes of TCP's restart window */
 
 const char *nz_sched_state_name(u8 state)
 {
@@ -140,15 +138,6 @@ static bool nz_sched_conn_usable(const struct nz_conn *c)
 	       nz_sched_rail_usable(c->rail);
 }
 
-u32 nz_est_min_rtt(const struct nz_est *e)
-{
-	if (!e->min_rtt_us)
-		return e->min_rtt_prev_us;
-	if (!e->min_rtt_prev_us)
-		return e->min_rtt_us;
-	return min(e->min_rtt_us, e->min_rtt_prev_us);
-}
-
 static void nz_sched_set_state(struct nz_conn *conn, u8 state)
 {
 	struct nz_est *e = &conn->est;
@@ -163,21 +152,6 @@ static void nz_sched_set_state(struct nz_conn *conn, u8 state)
 	e->transitions++;
 }
 
-/*
- * How long a connection's window should last, in ns: the target, twice its
- * unloaded round trip, or its start-up latency (round trip plus what the
- * two ends take to process a chunk), whichever is longest, so that the
- * window covers what is on the way.  Short, so that little waits in a
- * queue: a chunk of a failed rail is resent behind at most that much.
- */
-static u64 nz_sched_target_ns(const struct nz_conn *c)
-{
-	u64 us = max(2ULL * nz_est_min_rtt(&c->est), (u64)c->est.start_us);
-
-	return max_t(u64, (u64)READ_ONCE(sched_target_ms) * NSEC_PER_MSEC,
-		     us * NSEC_PER_USEC);
-}
-
 u64 nz_sched_window(const struct nz_conn *conn)
 {
 	u32 unit = conn->peer->comm->unit;
@@ -188,13 +162,9 @@ u64 nz_sched_window(const struct nz_conn *conn)
 	case NZ_SCHED_EQUAL:
 		return w;
 	case NZ_SCHED_MEASURED:
-		if (!conn->est.bw)
-			break;
-		w = mul_u64_u64_div_u64(conn->est.bw,
-					nz_sched_target_ns(conn),
-					NSEC_PER_SEC);
-		/* One chunk more: the one being written (Documentation/sched.rst). */
-		w = min(w, NZ_EST_MAX_WINDOW) + 1ULL * unit;
+		if (conn->est.bw)
+			w = nz_est_window(&conn->est,
+					  READ_ONCE(sched_target_ms), unit);
 		break;
 	}
 	w = div_u64(w * weight, NZ_DEFAULT_WEIGHT);
@@ -215,40 +185,12 @@ static u64 nz_sched_held(const struct nz_conn *c)
 	return min(c->inflight_bytes, READ_ONCE(c->tp_held));
 }
 
-/* Start-up latency of conn for a message of size bytes, in ns. */
-static u64 nz_sched_start_ns(const struct nz_conn *conn, u64 size)
-{
-	const struct nz_est *e = &conn->est;
-	u32 rtt = nz_est_min_rtt(e);
-	u64 a = e->start_us;
-	u32 rtts;
-
-	if (!a)
-		a = rtt ? rtt : (e->srtt_us ? e->srtt_us :
-				 NZ_EST_DEFAULT_START_US);
-	a *= NSEC_PER_USEC;
-	/* Slow start again: one round trip per doubling past the restart window. */
-	rtts = conn->rail->ops->restart_rtts;
-	if (e->state != NZ_SCHED_HOT && rtts && size > NZ_EST_TCP_IW)
-		a += (u64)min_t(u32, rtts, fls64(div_u64(size, NZ_EST_TCP_IW))) *
-		     rtt * NSEC_PER_USEC;
-	return a;
-}
-
-struct nz_sched_cand {
-	u32 slot;
-	u64 a;				/* start-up, ns */
-	u64 bw;				/* bytes/s; 0 unknown */
-};
-
 /* Choose the rails of a new send, under peer->lock. */
 void nz_sched_msg_new(struct nz_peer *p, struct nz_msg *m)
 {
-	struct nz_sched_cand c[NZ_MAX_RAILS], tmp;
+	struct nz_sched_cand c[NZ_MAX_RAILS], add;
 	struct nz_comm *comm = p->comm;
-	u64 best = U64_MAX, t, cost;
-	u32 i, j, n = 0;
-	u8 mask = 0;
+	u32 i, n = 0, mask;
 
 	m->rail_mask = GENMASK(comm->nrails - 1, 0);
 	/*
@@ -264,54 +206,17 @@ void nz_sched_msg_new(struct nz_peer *p, struct nz_msg *m)
 
 		if (!nz_sched_conn_usable(conn))
 			continue;
-		c[n].slot = i;
-		c[n].a = nz_sched_start_ns(conn, m->total);
-		c[n].bw = conn->est.bw;
-		/* Sorted by start-up latency. */
-		for (j = n++; j > 0 && c[j - 1].a > c[j].a; j--) {
-			tmp = c[j];
-			c[j] = c[j - 1];
-			c[j - 1] = tmp;
-		}
+		add.slot = i;
+		add.a = nz_est_start_ns(&conn->est, m->total,
+					conn->rail->ops->restart_rtts);
+		add.bw = conn->est.bw;
+		nz_est_cand_add(c, &n, &add);
 	}
 	if (n < 2)
 		return;
-
-	if (m->total <= comm->unit) {
-		/* One chunk: the rail that delivers it first. */
-		for (i = 0; i < n; i++) {
-			t = c[i].a;
-			if (c[i].bw)
-				t += div64_u64(m->total * NSEC_PER_SEC,
-					       c[i].bw);
-			if (t < best) {
-				best = t;
-				mask = BIT(c[i].slot);
-			}
-		}
-		if (mask)
-			m->rail_mask = mask;
-		return;
-	}
-
-	mask = BIT(c[0].slot);
-	for (j = 1; j < n; j++) {
-		cost = 0;
-		for (i = 0; i < j; i++) {
-			if (!(mask & BIT(c[i].slot)))
-				continue;
-			/* Unmeasured: no model yet, take every rail. */
-			if (!c[i].bw || !c[j].bw) {
-				cost = 0;
-				break;
-			}
-			cost += mul_u64_u64_div_u64(c[j].a - c[i].a, c[i].bw,
-						    NSEC_PER_SEC);
-		}
-		if (m->total > cost)
-			mask |= BIT(c[j].slot);
-	}
-	m->rail_mask = mask;
+	mask = nz_est_pick_rails(c, n, m->total, comm->unit);
+	if (mask)
+		m->rail_mask = mask;
 }
 
 /* The conn's fixed share of m is used up (static modes). */
@@ -345,44 +250,19 @@ static bool nz_sched_share_done(const struct nz_peer *p,
 static bool nz_sched_tail_defer(const struct nz_peer *p,
 				const struct nz_conn *conn, u64 len)
 {
-	u64 obw = 0, oinfl = 0, need, rest = 0, sum = 0, guess, bw;
-	u32 i, n = 0, unmeasured = 0;
+	struct nz_est_conn c[NZ_MAX_RAILS];
+	u64 need, rest = 0;
 	const struct nz_msg *m;
+	u32 i;
 
-	/*
-	 * A connection not measured yet (nothing but short exchanges so far:
-	 * a sample needs a longer busy period) counts as the mean of the
-	 * measured ones, or all as equal: otherwise the first connection to
-	 * pull would take every chunk of a short message.
-	 */
 	for (i = 0; i < p->comm->nrails; i++) {
-		const struct nz_conn *c = &p->conns[i];
-		bool other = c != conn;
-
-		if (other && !nz_sched_conn_usable(c))
-			continue;
-		if (c->est.bw) {
-			sum += c->est.bw;
-			n++;
-		}
-		if (!other)
-			continue;
-		if (c->est.bw)
-			obw += c->est.bw;
-		else
-			unmeasured++;
-		oinfl += nz_sched_held(c);
+		c[i].usable = nz_sched_conn_usable(&p->conns[i]);
+		c[i].bw = p->conns[i].est.bw;
+		c[i].held = nz_sched_held(&p->conns[i]);
 	}
-	guess = n ? div_u64(sum, n) : 1;
-	obw += unmeasured * guess;
-	if (!obw)
+	need = nz_est_tail_need(c, p->comm->nrails, conn->slot, len);
+	if (!need)
 		return false;
-	bw = conn->est.bw ? conn->est.bw : guess;
-	/* What the others deliver in the time conn needs for its share. */
-	need = mul_u64_u64_div_u64(nz_sched_held(conn) + len, obw, bw);
-	if (need <= oinfl)
-		return false;
-	need -= oinfl;
 	list_for_each_entry(m, &p->tx_msgs, node) {
 		rest += m->total - m->next_off;
 		if (rest >= need)
@@ -549,52 +429,10 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 /* A chunk of conn was acknowledged, under peer->lock. */
 void nz_sched_acked(struct nz_conn *conn, const struct nz_chunk *ch)
 {
-	struct nz_est *e = &conn->est;
-	u64 now = ktime_get_ns(), dt, rate, lat, ser;
-
 	lockdep_assert_held(&conn->peer->lock);
-	e->last_active = now;
-	if (ch->first && ch->t_assign && now > ch->t_assign) {
-		lat = now - ch->t_assign;
-		if (e->bw) {
-			ser = div64_u64((u64)ch->len * NSEC_PER_SEC, e->bw);
-			lat = lat > ser ? lat - ser : 0;
-		}
-		lat = clamp_t(u64, div_u64(lat, NSEC_PER_USEC), 1, U32_MAX);
-		e->start_us = e->start_us ?
-			div_u64(7ULL * e->start_us + lat, 8) : lat;
-		e->last_sample = now;
-	}
-	if (e->sample_start && now > e->sample_start) {
-		e->sample_bytes += ch->len;
-		dt = now - e->sample_start;
-		if (dt >= max_t(u64, 50 * NSEC_PER_MSEC, 4ULL *
-				nz_est_min_rtt(e) * NSEC_PER_USEC)) {
-			rate = mul_u64_u64_div_u64(e->sample_bytes,
-						   NSEC_PER_SEC, dt);
-			/*
-			 * An app-limited sample only ever raises it, and
-			 * sets it first only if it carried a chunk unit or
-			 * more: a few header bytes acknowledged 50 ms later
-			 * made it 560 bytes/s, a one-chunk window.
-			 */
-			if (e->sample_limited ||
-			    (e->bw ? rate > e->bw :
-			     e->sample_bytes >= conn->peer->comm->unit)) {
-				e->bw = e->bw ? div_u64(3 * e->bw + rate, 4) :
-						rate;
-				e->samples++;
-				e->last_sample = now;
-			}
-			e->sample_start = now;
-			e->sample_bytes = 0;
-			e->sample_limited = false;
-		}
-	}
-	/* Idle: the next burst starts a new sample. */
-	if (!conn->inflight_bytes)
-		e->sample_start = 0;
-	if (e->last_sample)
+	if (nz_est_acked(&conn->est, ktime_get_ns(), ch->len, ch->first,
+			 ch->t_assign, conn->peer->comm->unit,
+			 !conn->inflight_bytes))
 		nz_sched_set_state(conn, NZ_SCHED_HOT);
 }
 

@@ -11,3 +11,7 @@ UNIT_DEPS_test_agg_node := tools/aggd_core.c tools/aggd_slot.c
 $(B)/unit/test_agg_node: tools/aggd_core.c tools/aggd_slot.c tools/aggd.h tools/aggd_int.h
 UNIT_DEPS_test_agg_loss := tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c -lpthread
 $(B)/unit/test_agg_loss: tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c tools/aggd.h tools/aggd_int.h
+# The cluster model, with the module's scheduler arithmetic (sched_est.c).
+UNIT_DEPS_test_sim := tools/sim_net.c tools/sim_coll.c kmod/sched_est.c kmod/wire.c
+$(B)/unit/test_sim: tools/sim_net.c tools/sim_coll.c tools/sim.h
+UNIT_DEPS_test_sched_est := kmod/sched_est.c

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The scheduler's arithmetic (kmod/sched_est.c, compiled as nezha.ko
+ * compiles it) against the rules Documentation/sched.rst states.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "tap.h"
+#include "sched_est.h"
+
+static void est(struct nz_est *e, u64 bw, u32 min_rtt_us, u32 start_us, u8 state)
+{
+	memset(e, 0, sizeof(*e));
+	e->bw = bw;
+	e->min_rtt_us = min_rtt_us;
+	e->start_us = start_us;
+	e->state = state;
+}
+
+int main(void)
+{
+	struct nz_sched_cand c[4], add;
+	struct nz_est e;
+	u32 n = 0, i;
+	bool hot;
+	u64 t;
+
+	tap_plan(9);
+
+	/* Windows: bw x max(target, 2 x min_rtt, start-up) + one chunk. */
+	est(&e, 5000000, 1000, 0, NZ_SCHED_HOT);
+	tap_ok(nz_est_window(&e, 20, 32768) == 100000 + 32768,
+	       "window at 5 MB/s, 20 ms target: %llu", nz_est_window(&e, 20, 32768));
+	e.start_us = 30000;
+	t = nz_est_window(&e, 20, 32768);
+	e.bw = 0;
+	tap_ok(t == 150000 + 32768 && !nz_est_window(&e, 20, 32768),
+	       "a 30 ms start-up lengthens it (%llu); unmeasured: no window", t);
+
+	/* Start-up: the round trip, plus slow start's round trips when cold. */
+	est(&e, 0, 1000, 0, NZ_SCHED_COLD);
+	t = nz_est_start_ns(&e, 1 << 20, 3);
+	tap_ok(t == 4000000 && nz_est_start_ns(&e, 1 << 20, 0) == 1000000 &&
+	       nz_est_start_ns(&e, 14480, 3) == 1000000,
+	       "cold TCP, 1 MiB: %llu ns (rtt + 3 rtts); RDMA or within the restart window: rtt", t);
+	e.state = NZ_SCHED_HOT;
+	tap_ok(nz_est_start_ns(&e, 1 << 20, 3) == 1000000, "hot TCP: no slow-start charge");
+
+	/* The crossover: rail 2 joins when S > (a2 - a1) x B1. */
+	add = (struct nz_sched_cand){ .slot = 1, .a = 3000000, .bw = 5000000 };
+	nz_est_cand_add(c, &n, &add);
+	add = (struct nz_sched_cand){ .slot = 0, .a = 1000000, .bw = 5000000 };
+	nz_est_cand_add(c, &n, &add);
+	tap_ok(n == 2 && c[0].slot == 0 && c[1].slot == 1 &&
+	       nz_est_pick_rails(c, n, 10000, 4096) == 1 &&
+	       nz_est_pick_rails(c, n, 10001, 4096) == 3,
+	       "sorted by start-up; 10000 B on rail 0 alone, 10001 B on both");
+	/* One chunk: the rail that delivers it first, a + S / B. */
+	c[1].bw = 500000000;	/* rail 1 starts later, delivers 4 KiB far sooner */
+	c[0].bw = 1000;
+	tap_ok(nz_est_pick_rails(c, n, 4096, 4096) == 2,
+	       "one chunk goes where a + S/B is least");
+	c[1].bw = 0;
+	tap_ok(nz_est_pick_rails(c, n, 1 << 20, 4096) == 3,
+	       "an unmeasured rail is always in a multi-chunk message");
+
+	/* Estimator: start-up sample, then a window-limited bandwidth sample
+	 * sets the rate and an app-limited lower one leaves it. */
+	est(&e, 0, 1000, 0, NZ_SCHED_PROBE);
+	e.sample_start = 1000;
+	hot = nz_est_acked(&e, 2001000, 0, true, 1000, 32768, false);
+	tap_ok(hot && e.start_us == 2000 && !e.bw,
+	       "first chunk acknowledged after 2 ms: start_us %u, hot", e.start_us);
+	e.sample_limited = true;
+	for (i = 1; i <= 10; i++)
+		nz_est_acked(&e, 1000 + i * 6000000ULL, 30000, false, 0, 32768, false);
+	t = e.bw;
+	for (i = 1; i <= 20; i++)
+		nz_est_acked(&e, 60001000 + i * 6000000ULL, 3000, false, 0, 32768, false);
+	tap_ok(t == 5000000 && e.bw == t && e.samples == 1,
+	       "60 ms of 30 kB per 6 ms, window-limited: %llu B/s; a slower app-limited sample keeps it (%llu)",
+	       t, e.bw);
+	return tap_exit();
+}
