@@ -514,14 +514,22 @@ static void nz_conn_abort_dial(struct nz_conn *conn)
 	mutex_unlock(&conn->dial_lock);
 }
 
-/* Stop a connection for good: no reconnect, no transport, no chunks. */
-static void nz_conn_shutdown(struct nz_conn *conn)
+/*
+ * No reconnect from now on, and a dial to a peer that never answers gives
+ * up now rather than hold us for seconds.  Its work still has to return.
+ */
+static void nz_conn_stop_dial(struct nz_conn *conn)
 {
 	spin_lock_bh(&conn->peer->lock);
 	conn->state = NZ_CONN_DEAD;
 	spin_unlock_bh(&conn->peer->lock);
-	/* A dial to a peer that never answers must not hold us for seconds. */
 	nz_conn_abort_dial(conn);
+}
+
+/* Stop a connection for good: no reconnect, no transport, no chunks. */
+static void nz_conn_shutdown(struct nz_conn *conn)
+{
+	nz_conn_stop_dial(conn);
 	cancel_delayed_work_sync(&conn->connect_work);
 	mutex_lock(&conn->io_lock);
 	nz_conn_detach(conn, 0);
@@ -787,6 +795,14 @@ static void nz_comm_destroy(struct nz_comm *comm)
 			nz_peer_kick_all(comm->peers[r]);
 	wait_event_timeout(comm->waitq, nz_comm_ctrl_flushed(comm),
 			   msecs_to_jiffies(NZ_FLUSH_MS));
+	/*
+	 * Every dial gives up first, so that their works unwind side by side
+	 * while we wait for the first: one after the other, a job with
+	 * hundreds of unanswered dials took seconds to go.
+	 */
+	for (r = 0; r < comm->size; r++)
+		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
+			nz_conn_stop_dial(&comm->peers[r]->conns[s]);
 	for (r = 0; r < comm->size; r++)
 		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
 			nz_conn_shutdown(&comm->peers[r]->conns[s]);
