@@ -637,6 +637,16 @@ static double peer_delivers(const struct job *j, struct nz_queue *q,
 	int fd, ret;
 
 	memset(payload, 0x33, UNIT);
+	/*
+	 * Connect first, then post the receive.  Posted before, it fails
+	 * with -ENETDOWN whenever opening the strangers took longer than the
+	 * no-rail grace (5 s) on a busy host: the peer has had no connection
+	 * since the test before.  The module sends WELCOME just before it
+	 * takes the connection on: give it that moment.
+	 */
+	fd = connect_rail();
+	ret = fd >= 0 ? handshake(fd, j, j->secret) : -1;
+	usleep(50 * 1000);
 	cmd.comm_id = comm_id;
 	cmd.xfer.addr = (uintptr_t)rbuf;
 	cmd.xfer.len = UNIT;
@@ -644,8 +654,6 @@ static double peer_delivers(const struct job *j, struct nz_queue *q,
 	cmd.xfer.peer = 1;
 	nz_queue_prep(q, NZ_CMD_RECV, &cmd, 79, -1);
 	nz_queue_submit(q);
-	fd = connect_rail();
-	ret = fd >= 0 ? handshake(fd, j, j->secret) : -1;
 	data_frame(hdr, msg_id, 70 + msg_id, UNIT, 0, UNIT);
 	ret = ret || write_all(fd, hdr, sizeof(hdr)) || write_all(fd, payload, UNIT);
 	ret = ret || nz_queue_wait(q, &cqe, 15000);
