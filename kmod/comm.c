@@ -1179,10 +1179,10 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	unsigned int marks = READ_ONCE(conn->rx_marks);
 	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
 	unsigned long now = jiffies, last, period, seen;
-	bool blocked = READ_ONCE(conn->rx_blocked);
+	bool blocked = READ_ONCE(conn->rx_blocked), echoed;
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
-	unsigned int rtt = 0, owed;
+	unsigned int rtt = 0, owed, extra;
 	enum nz_probe probe;
 	u64 waiting;
 
@@ -1269,8 +1269,11 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	 * while frames do, the arrivals re-admit it after NZ_SUSPECT_MIN_MS:
 	 * a path that is wrong, then, is suspect again at most that often.
 	 */
+	echoed = conn->suspect && READ_ONCE(conn->echo_ns) >= conn->suspect_ns;
+	if (echoed)
+		nz_health_readmitted(conn, now);
 	if (conn->suspect &&
-	    (READ_ONCE(conn->echo_ns) >= conn->suspect_ns ||
+	    (echoed ||
 	     (time_after(conn->quiet_since, conn->suspect_since) &&
 	      time_after(now, conn->suspect_since +
 			 msecs_to_jiffies(NZ_SUSPECT_MIN_MS))))) {
@@ -1299,6 +1302,9 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 
 		owed = min(owed, w > rtt ? (w - rtt) / ms : 0);
 	}
+	/* What this peer's lateness taught us (nz_health_readmitted()). */
+	extra = nz_health_suspect_extra_ms(p, now) / ms;
+	owed = owed > extra ? owed - extra : 0;
 	/*
 	 * Half way to suspect: the other rails stop queueing more
 	 * (nz_sched_next_chunk()), so that these chunks, if they must move,

@@ -225,6 +225,9 @@ struct nz_peer {
 	u64 incarnation;		/* of its communicator; 0 before any */
 	unsigned long down_since;	/* jiffies since no conn is up; 0 up */
 	unsigned long last_progress;	/* jiffies of the last ACK or new data */
+	/* health.c: silence tolerated on top of the suspect time, learned */
+	u32 suspect_extra_ms;
+	unsigned long false_alarm_at;	/* jiffies of the last false suspect */
 	struct hlist_head tags[1 << NZ_TAG_HASH_BITS];
 	u32 ntags;			/* entries in tags: max_tags */
 	/* tx */
@@ -358,6 +361,9 @@ void nz_health_conn_connect_in(struct nz_conn *conn, unsigned int ms);
 void nz_health_conn_up(struct nz_conn *conn);
 bool nz_health_doubt(unsigned int silent);
 bool nz_health_suspect(unsigned int silent);
+unsigned int nz_health_suspect_extra_ms(const struct nz_peer *p,
+					unsigned long now);
+void nz_health_readmitted(struct nz_conn *conn, unsigned long now);
 bool nz_health_dead(unsigned int silent);
 bool nz_health_peer_gone(unsigned int silent);
 unsigned long nz_health_wait_period(void);

@@ -59,6 +59,9 @@
 #define NZ_DEAD_PEER_MS		10000	/* a peer silent that long is gone */
 #define NZ_BACKOFF_MIN_MS	50
 #define NZ_BACKOFF_MAX_MS	2000
+#define NZ_FALSE_ALARM_MS	250	/* echoed this soon: it was alive */
+#define NZ_SUSPECT_EXTRA_MAX_MS	240	/* learned tolerance, at most */
+#define NZ_SUSPECT_DECAY_S	30	/* which halves this often */
 
 struct nz_health_cfg nz_health = {
 	.hb_interval_ms = 4,
@@ -256,6 +259,55 @@ bool nz_health_doubt(unsigned int silent)
 bool nz_health_suspect(unsigned int silent)
 {
 	return silent >= READ_ONCE(nz_health.hb_misses);
+}
+
+/*
+ * A busy node is not a dead path.  Descheduled for tens of ms (a shared
+ * core, 4 guests on 2 CPUs), a peer answers late on every path, and at
+ * the 16 ms suspect time each of its paths was suspected over and over:
+ * 1,500 times per node in one 100 s run of 4-rank allreduces, each time
+ * moving chunks that then went twice.  A suspect path whose echo comes
+ * back within NZ_FALSE_ALARM_MS was alive: that peer's paths then
+ * tolerate more silence before doubt and suspicion -- the suspect time
+ * again on the first false alarm, doubled on each next one, at most
+ * NZ_SUSPECT_EXTRA_MAX_MS -- and the tolerance halves every
+ * NZ_SUSPECT_DECAY_S without one.  A path that is really gone stays
+ * silent far longer than that, so it does not count; and where nothing
+ * is late (an idle host, a real cluster) nothing is learned and a dead
+ * path is suspected after the suspect time, as before.  Per peer: what
+ * delays its answers delays them on every rail.  Only the communicator's
+ * heartbeat work writes these fields.
+ */
+unsigned int nz_health_suspect_extra_ms(const struct nz_peer *p,
+					unsigned long now)
+{
+	unsigned int extra = READ_ONCE(p->suspect_extra_ms);
+	unsigned long halvings;
+
+	if (!extra)
+		return 0;
+	halvings = (now - READ_ONCE(p->false_alarm_at)) /
+		   (NZ_SUSPECT_DECAY_S * HZ);
+	return halvings >= 8 ? 0 : extra >> halvings;
+}
+
+/* conn, suspect since conn->suspect_since, echoed a heartbeat. */
+void nz_health_readmitted(struct nz_conn *conn, unsigned long now)
+{
+	struct nz_peer *p = conn->peer;
+	unsigned int base, extra;
+
+	if (time_after(now, conn->suspect_since +
+		       msecs_to_jiffies(NZ_FALSE_ALARM_MS)))
+		return;
+	base = max(READ_ONCE(nz_health.hb_interval_ms), 1U) *
+	       READ_ONCE(nz_health.hb_misses);
+	extra = nz_health_suspect_extra_ms(p, now);
+	extra = min_t(unsigned int, max(extra * 2, base),
+		      NZ_SUSPECT_EXTRA_MAX_MS);
+	WRITE_ONCE(p->suspect_extra_ms, extra);
+	WRITE_ONCE(p->false_alarm_at, now);
+	atomic64_inc(&conn->rail->stats.false_suspects);
 }
 
 /*

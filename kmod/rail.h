@@ -30,6 +30,7 @@ struct nz_rail_stats {
 	atomic64_t hs_refused;		/* handshakes refused */
 	atomic_t conns;			/* connections up */
 	atomic64_t failovers;		/* connections lost, traffic rerouted */
+	atomic64_t false_suspects;	/* suspect paths that echoed at once */
 	atomic64_t resent;		/* chunks moved to other connections */
 	atomic64_t acks_late;		/* ACKs of chunks moved off their conn */
 	atomic64_t ctrl_dropped;	/* ACKs/echoes past max_ctrl_frames */

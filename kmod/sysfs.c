@@ -174,6 +174,8 @@ NZ_RAIL_ATTR(handshakes_refused, "%lld",
 	     atomic64_read(&rail->stats.hs_refused));
 NZ_RAIL_ATTR(conns, "%d", atomic_read(&rail->stats.conns));
 NZ_RAIL_ATTR(failovers, "%lld", atomic64_read(&rail->stats.failovers));
+NZ_RAIL_ATTR(false_suspects, "%lld",
+	     atomic64_read(&rail->stats.false_suspects));
 NZ_RAIL_ATTR(chunks_resent, "%lld", atomic64_read(&rail->stats.resent));
 NZ_RAIL_ATTR(acks_late, "%lld", atomic64_read(&rail->stats.acks_late));
 NZ_RAIL_ATTR(ctrl_dropped, "%lld",
@@ -207,6 +209,7 @@ static struct attribute *nz_rail_stats_attrs[] = {
 	&nz_rail_attr_handshakes_refused.attr,
 	&nz_rail_attr_conns.attr,
 	&nz_rail_attr_failovers.attr,
+	&nz_rail_attr_false_suspects.attr,
 	&nz_rail_attr_chunks_resent.attr,
 	&nz_rail_attr_acks_late.attr,
 	&nz_rail_attr_ctrl_dropped.attr,

@@ -74,6 +74,8 @@ const struct nzst_metric nzst_rail_stats[] = {
 	{ "conns", NZST_GAUGE, "connections", 1, "Connections up on the rail." },
 	{ "failovers", NZST_COUNTER, "failovers", 1,
 	  "Connections lost while their communicator lived; traffic moved to other rails." },
+	{ "false_suspects", NZST_COUNTER, "false_suspects", 1,
+	  "Suspected paths that echoed within 250 ms: alive, only late." },
 	{ "chunks_resent", NZST_COUNTER, "resent_chunks", 1,
 	  "Unacknowledged chunks handed to another connection." },
 	{ "acks_late", NZST_COUNTER, "late_acks", 1,
