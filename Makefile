@@ -112,7 +112,7 @@ TORCH_LIBS = -L/usr/lib/python3/dist-packages/torch/lib -ltorch -ltorch_cpu -lc1
 
 .PHONY: all module lib tools tests check torch check-quick check-debug check-scale demo setup \
 	install uninstall man lint checkpatch sparse clean bench-nop bench-p2p bench-coll \
-	bench-failover bench-rdma bench-sched bench-train bench-cpu fuzz check-install
+	bench-failover bench-rdma bench-sched bench-train bench-cpu fuzz check-install drill
 
 all: module lib tools tests man $(if $(TORCH_OK),torch)
 
@@ -245,6 +245,11 @@ bench-p2p: all
 # rails; installs python3-torch first (scripts/setup-bench.sh).
 bench-coll: all
 	scripts/bench-coll.sh
+
+# The isolation drill (issue 20): a job under a local fuzzer, a squatter and
+# 2000 hostile connections, against the same job alone; 2 guests.
+drill: all
+	scripts/drill.sh
 
 # CPU seconds per GiB of Nezha vs iperf3 on 1 and 2 unshaped rails, with a
 # profile (perf) of the Nezha runs; NZ_BENCH_VCPUS=2 for 2-vCPU guests.
