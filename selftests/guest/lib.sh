@@ -74,6 +74,23 @@ net_diag() {	# net_diag: this guest's view of its rails, as comments (after a fa
 		done
 	done
 }
+meet() {	# meet NAME: wait (2 min at most) until every guest got here
+	local i
+	: >"$NZ_RUN/meet.$1.$NZ_NODE"
+	for ((i = 0; i < 1200; i++)); do
+		[ "$(find "$NZ_RUN" -maxdepth 1 -name "meet.$1.*" | wc -l)" -ge "$NZ_NODES" ] &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# host_ask LINE: the shell command that asks the host script
+# (failover_host.sh) for LINE, as request number $hostreq.
+host_ask() {
+	echo "echo '$1' > $NZ_RUN/.req.$hostreq && mv $NZ_RUN/.req.$hostreq $NZ_RUN/req.$hostreq"
+}
+
 nz_unload() {
 	rmmod nezha
 }

@@ -91,17 +91,7 @@ MASTER_PORT=29950 run_tap leave-lossy "$NZ_BIN/guest/nz_p2p" leave 40 2097152
 # explicit way to join without one.
 check "the run's job key: a file only its owner reads (nezhactl key check)" \
 	"$CTL" key check "${NEZHA_JOB_KEY_FILE:-unset}"
-# Both guests start these jobs together, whatever the tests before took.
-meet() {	# meet NAME: wait (2 min at most) until every guest got here
-	local i
-	: >"$NZ_RUN/meet.$1.$NZ_NODE"
-	for ((i = 0; i < 1200; i++)); do
-		[ "$(find "$NZ_RUN" -maxdepth 1 -name "meet.$1.*" | wc -l)" -ge "$NZ_NODES" ] &&
-			return 0
-		sleep 0.1
-	done
-	return 1
-}
+# Both guests start these jobs together (meet), whatever the tests before took.
 keyjob() {	# keyjob NAME PORT TIMEOUT_MS [env ARGS...]: a 1-second job of this guest's rank
 	local name=$1 port=$2 tmo=$3
 	shift 3
