@@ -110,7 +110,7 @@ TORCH_CXXFLAGS = -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -Wno-unused-param
 	-Iuapi -Ilibnezha-user/include
 TORCH_LIBS = -L/usr/lib/python3/dist-packages/torch/lib -ltorch -ltorch_cpu -lc10 -ltorch_python
 
-.PHONY: all module lib tools tests check torch check-quick check-debug check-scale demo setup \
+.PHONY: all module lib tools tests check torch check-quick check-debug check-scale demo setup drill-coll \
 	install uninstall man lint checkpatch sparse clean bench-nop bench-p2p bench-coll \
 	bench-failover bench-rdma bench-sched bench-train bench-cpu fuzz check-install drill
 
@@ -250,6 +250,11 @@ bench-coll: all
 # 2000 hostile connections, against the same job alone; 2 guests.
 drill: all
 	scripts/drill.sh
+
+# The allreduce failover drill (issue 23): 4 guests, allreduces for 40 s,
+# one node's rail pulled from 10 s to 30 s; iteration times, false failovers.
+drill-coll: all
+	scripts/drill-coll.sh
 
 # CPU seconds per GiB of Nezha vs iperf3 on 1 and 2 unshaped rails, with a
 # profile (perf) of the Nezha runs; NZ_BENCH_VCPUS=2 for 2-vCPU guests.

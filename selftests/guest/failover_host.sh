@@ -12,7 +12,12 @@
 # virtio NIC's transmit queue stayed hung for good (NETDEV WATCHDOG); and
 # each ip command took 0.3-0.7 s to start in a busy guest, so a flap every
 # 300 ms became one every 1.5 s.  Here one helper holds the monitors open.
-coproc HMP { exec python3 "$NZ_TOP/selftests/qemu/hmp.py" "$NZ_MON_0" "$NZ_MON_1"; }
+mons=()
+for ((g = 0; g < ${NZ_NODES:-2}; g++)); do
+	mon=NZ_MON_$g
+	mons+=("${!mon}")
+done
+coproc HMP { exec python3 "$NZ_TOP/selftests/qemu/hmp.py" "${mons[@]}"; }
 hmp() {	# hmp GUEST COMMAND: fails when the helper is gone or QEMU complains
 	local line reply=
 	echo "$1 $2" >&"${HMP[1]}" || return 1

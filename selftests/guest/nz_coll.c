@@ -22,6 +22,10 @@
  *                         a second, whatever the ranks), allreduces of
  *                         1 MiB in a loop (each checked), and waiting for
  *                         rank 0 in a barrier
+ *   nz_coll loop S BYTES [T:CMD]...
+ *                         allreduces of BYTES back to back for S seconds,
+ *                         each checked, every iteration timed; a fault
+ *                         made by CMD shows in the times (loop())
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +33,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include "nezha.h"
 #include "tap.h"
 #include "unit/test_coll_ref.h"
@@ -453,6 +459,162 @@ static void probes(struct nz_comm *c, double secs)
 	free(buf);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median_of(const double *v, int n)
+{
+	double *s = malloc(sizeof(*s) * (n ? n : 1)), m;
+
+	if (!s || !n) {
+		free(s);
+		return 0;
+	}
+	memcpy(s, v, sizeof(*s) * n);
+	qsort(s, n, sizeof(*s), cmp_double);
+	m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	free(s);
+	return m;
+}
+
+/*
+ * "loop SECONDS BYTES [T:COMMAND]...": float32 sum allreduces of BYTES,
+ * back to back, each checked, until rank 0 has run SECONDS (its stop flag
+ * rides in one extra element, so that every rank runs the same count).
+ * Each COMMAND runs (sh -c, in a child) at T s after the loop started, on
+ * the rank whose command line has it.  Rank 0 prints every iteration
+ * ("# it N START DURATION") and, given NZ_LOOP_FAULT=LEN (its first
+ * command pulls a rail for LEN seconds: the pull counts from the moment
+ * that command returned, which in a busy guest came seconds after its
+ * time), what the fault cost:
+ * the median iteration before it, the slowest iteration from the pull on
+ * (the one the failover happened in included) against the median while
+ * the rail was out, and how soon after the rail came back the iterations
+ * were again as quick as before the fault (below).
+ */
+static void loop(struct nz_comm *c, double secs, size_t bytes, int nsched, char **sched)
+{
+	size_t count = bytes / 4 ? bytes / 4 : 1, wrong = 0, i;
+	float *buf = malloc((count + 1) * sizeof(float));
+	int cap = 1 << 16, n = 0, ret = 0;	/* n < cap / 2: room for the medians */
+	double *st = malloc(sizeof(double) * cap), *du = malloc(sizeof(double) * cap);
+	double t0, pull = -1, back = -1, len = 0;
+	double *ran = mmap(NULL, sizeof(*ran), PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pid_t kid = -1;
+
+	if (!buf || !st || !du || ran == MAP_FAILED) {
+		tap_ok(0, "loop: out of memory");
+		goto out;
+	}
+	*ran = -1;
+	if (getenv("NZ_LOOP_FAULT"))
+		len = atof(getenv("NZ_LOOP_FAULT"));
+	ret = nz_barrier(c);
+	t0 = now_s();
+	if (!ret && nsched) {
+		fflush(stdout);
+		kid = fork();
+	}
+	if (kid == 0) {
+		for (int k = 0; k < nsched; k++) {
+			const char *cmd = strchr(sched[k], ':');
+
+			while (now_s() < t0 + atof(sched[k]))
+				usleep(2000);
+			if (!cmd || system(cmd + 1)) {
+				printf("# rank %d: t=%.2f '%s' failed\n", rank, now_s() - t0, sched[k]);
+			} else {
+				if (*ran < 0)
+					*ran = now_s() - t0;
+				printf("# rank %d: t=%.2f %s\n", rank, now_s() - t0, cmd + 1);
+			}
+			fflush(stdout);
+		}
+		_exit(0);
+	}
+	while (!ret && n < cap / 2) {
+		int it = n;
+		double t = now_s();
+
+		for (i = 0; i < count; i++)
+			buf[i] = (float)((rank + 1) * (int)((i + it) % 7 + 1));
+		buf[count] = rank == 0 && t - t0 >= secs ? 1.0f : 0.0f;
+		ret = nz_allreduce(c, buf, buf, count + 1, NZ_FLOAT32, NZ_SUM);
+		if (ret)
+			break;
+		for (i = 0; i < count; i++)
+			if (buf[i] != (float)(size * (size + 1) / 2 * (int)((i + it) % 7 + 1)))
+				wrong++;
+		st[n] = t - t0;
+		du[n] = now_s() - t;
+		n++;
+		if (buf[count] != 0.0f)
+			break;
+	}
+	if (kid > 0)
+		waitpid(kid, NULL, 0);
+	tap_ok(!ret && !wrong && n > 0,
+	       "loop: %d allreduces of %zu bytes across %d ranks in %.1f s, %zu elements wrong%s%s",
+	       n, count * 4, size, n ? st[n - 1] + du[n - 1] : 0.0, wrong,
+	       ret ? ": " : "", ret ? nz_last_error() : "");
+	if (rank != 0)
+		goto out;
+	for (int k = 0; k < n; k++)
+		printf("# it %d %.3f %.3f\n", k, st[k], du[k]);
+	pull = *ran;
+	back = pull + len;
+	if (pull > 0 && len > 0) {
+		double *pre = st + cap / 2, *deg = du + cap / 2;
+		double slow = 0, slow_at = 0, m0, md, full = -1;
+		int np = 0, nd = 0, k;
+
+		for (k = 1; k < n; k++) {	/* the first one sets up */
+			if (st[k] + du[k] <= pull)
+				pre[np++] = du[k];
+			else if (st[k] >= pull && st[k] + du[k] <= back)
+				deg[nd++] = du[k];
+			if (st[k] + du[k] > pull && st[k] < back && du[k] > slow) {
+				slow = du[k];
+				slow_at = st[k];
+			}
+		}
+		m0 = median_of(pre, np);
+		md = median_of(deg, nd);
+		/*
+		 * Full speed again: the first iteration ending after the
+		 * return within 1.15x m0, from which on the median is within
+		 * 1.1x m0 (one slow iteration later is noise, as before the
+		 * fault: there they spread over +-10 % of the median).
+		 */
+		for (k = 0; k < n; k++) {
+			if (st[k] + du[k] <= back || du[k] > 1.15 * m0 ||
+			    median_of(du + k, n - k) > 1.1 * m0)
+				continue;
+			full = st[k] > back ? st[k] - back : 0;
+			break;
+		}
+		printf("# fault: rail out from t=%.2f to %.2f s\n", pull, back);
+		printf("# fault: median before %.3f s (%d), with the rail out %.3f s (%d, %.2fx);"
+		       " slowest from the pull on %.3f s at t=%.2f = %.2fx that median;"
+		       " full speed %.2f s after the rail came back%s\n",
+		       m0, np, md, nd, m0 > 0 ? md / m0 : 0, slow, slow_at,
+		       md > 0 ? slow / md : 0, full, full < 0 ? " (never)" : "");
+		printf("fault_slowest_x=%.3f full_speed_s=%.3f degraded_x=%.3f\n",
+		       md > 0 ? slow / md : 0, full, m0 > 0 ? md / m0 : 0);
+	}
+out:
+	if (ran != MAP_FAILED)
+		munmap(ran, sizeof(*ran));
+	free(buf);
+	free(st);
+	free(du);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "suite";
@@ -473,6 +635,8 @@ int main(int argc, char **argv)
 		leave(c);
 	else if (!strcmp(mode, "probes"))
 		probes(c, argc > 2 ? atof(argv[2]) : 3);
+	else if (!strcmp(mode, "loop") && argc > 3)
+		loop(c, atof(argv[2]), strtoull(argv[3], NULL, 0), argc - 4, argv + 4);
 	else
 		suite(c, big);
 	nz_comm_destroy(c);
