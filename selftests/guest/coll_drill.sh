@@ -49,6 +49,7 @@ barrier up 300 $st || { not_ok "barrier up"; tap_done; exit 1; }
 
 fo0=$(rail_stat r0 failovers) fo1=$(rail_stat r1 failovers) fs0=$(rail_stat r0 false_suspects)
 export MASTER_ADDR=10.77.0.1 NEZHA_TIMEOUT_MS=120000 NZ_COLL_JOB_TIMEOUT=600
+# shellcheck disable=SC2034  # host_ask (lib.sh) numbers its requests by it
 hostreq=0
 cmds=()
 [ "$NZ_NODE" = 0 ] && cmds=("$((SECS / 4)):$(host_ask "flap 1 r1 1 $((SECS * 500)) 0")")
