@@ -171,6 +171,7 @@ train_pulled() {	# train_pulled NAME PORT ARGS...: with the pull at step 20 (nod
 	fi
 }
 fo_before=$(rail_stat r1 failovers)
+meet pulled || echo "# the other guest did not come within 2 minutes"
 check "DDP digits on nezha, guest 0's rail1 pulled at step 20 (45 s; timeout 30 s)" \
 	train_pulled pulled 29730 --backend nezha --timeout 30
 if [ "$NZ_NODE" = 0 ]; then
@@ -186,7 +187,11 @@ if [ "$NZ_NODE" = 0 ]; then
 fi
 sleep 5	# rail1 is back: let its connections come up before the next run
 
-# Gloo under the same fault, both NICs: shown, not checked.
+# Gloo under the same fault, both NICs: shown, not checked.  Guest 0 waited
+# for the host to put rail1 back; without the meeting, guest 1 started
+# alone and its rendezvous timed out (30 s) before guest 0 came, so the
+# run failed in init_process_group after 500 s, with no step done.
+meet gloo-pulled || echo "# the other guest did not come within 2 minutes"
 start=$SECONDS
 GLOO_SOCKET_IFNAME=rail0,rail1 train_pulled gloo-pulled 29740 --backend gloo --timeout 30
 rc=$?
