@@ -12,8 +12,11 @@
 #     connections (garbage bytes) and 1000 silent ones (handshakes left
 #     half done) open to nz1's rail r0, reopening each one the module
 #     closes (junk_conns.py).
-# The job runs alone first, then under each attack alone (so that the
-# cost of each shows), then under all three at once.  Every run must
+# The job runs alone first, then beside plain CPU load (the control: as
+# many processes spinning in user space as the attacks run, so that what
+# a busy CPU costs shows apart from what the module's work for the
+# attackers costs), then under each attack alone (so that the cost of
+# each shows), then under all three at once.  Every run must
 # complete with its data intact; under all three at no less than 0.9x the
 # throughput of the job alone (same boot); the module's memory on nz1 must
 # stay bounded and come back.
@@ -115,6 +118,13 @@ attacks_start() {	# attacks_start WHAT...: fuzz, squat, junk
 			  exec "${NOBODY[@]}" "$NZ_BIN/guest/nz_squat" r0 "$id" "$(rail_addr 0 0)" \
 				"$(rail_addr 1 0)" 7470 $JOB_TMO >>"$NZ_OUT/squat-$tag.log" 2>&1 ) &
 			pids+=($!) ;;
+		hog/*)	# the control: as many processes spinning in user space
+			# as the attacks run on this node (1 on nz1, 2 on nz0),
+			# touching nothing of the module's
+			for _ in $(seq $((NZ_NODE == 0 ? 2 : 1))); do
+				"${NOBODY[@]}" sh -c 'while :; do :; done' &
+				pids+=($!)
+			done ;;
 		junk/0)
 			python3 "$(dirname "$0")/junk_conns.py" "$(rail_addr 1 0)" 7470 \
 				--src "$STRANGER" --junk 1000 --silent 1000 --secs $JOB_TMO \
@@ -134,9 +144,11 @@ attacks_stop() {
 [ "$NZ_NODE" = 1 ] && { ( while :; do kmem; sleep 0.5; done >"$NZ_OUT/kmem" ) & kmem_pid=$!; }
 kmem0=$(kmem)
 port=29801
-for PHASE in fuzz squat junk all; do
+for PHASE in hog fuzz squat junk all; do
 	what=$PHASE
 	[ $PHASE = all ] && what="fuzz squat junk"
+	label="under attack ($what)"
+	[ $PHASE = hog ] && label="beside the control (CPU hogs, no attack)"
 	for c in errors handshakes_refused failovers false_suspects; do
 		eval "before_$c=$(rail_stat $c)"
 	done
@@ -151,9 +163,9 @@ for PHASE in fuzz squat junk all; do
 	barrier "$PHASE-done" 300 "$([ $rc = 0 ] && echo ok || echo fail)" ||
 		{ not_ok "barrier $PHASE-done"; tap_done; exit 1; }
 	if [ "$NZ_ALL_OK" = 1 ]; then
-		ok "under attack ($what): $ITERS x $SIZE intact"
+		ok "$label: $ITERS x $SIZE intact"
 	else
-		not_ok "under attack ($what): $ITERS x $SIZE intact"
+		not_ok "$label: $ITERS x $SIZE intact"
 	fi
 	line=
 	for c in errors handshakes_refused failovers false_suspects; do
@@ -189,6 +201,8 @@ if [ "$NZ_NODE" = 1 ]; then
 else
 	check "the squatter ran (uid 65534)" grep -q '^squat:' "$NZ_OUT/squat-all.log"
 	say "throughput under attack / alone: fuzz $ratio_fuzz, squat $ratio_squat, junk $ratio_junk, all three $ratio_all"
+	say "the control, the same number of processes spinning in user space: $ratio_hog;" \
+		"all three / the control: $(awk -v a="$ratio_all" -v h="$ratio_hog" 'BEGIN { if (h > 0) printf "%.3f", a / h; else print "?" }')"
 	if awk -v r="$ratio_all" 'BEGIN { exit !(r >= 0.9) }'; then
 		ok "target: under all three the job keeps >= 0.9x its throughput ($ratio_all)"
 	else
