@@ -202,14 +202,14 @@ nezha_up() {
 # rank (rank = node), rank 0 at 10.77.0.1; output to OUTFILE and relayed.
 # Each transfer may take 120 s in the module: a window of large messages on
 # CPU-starved TCG guests can be that slow without anything being wrong.
-nezha_bench() {
-	local out=$1 tmo=$2 rc
+nezha_bench() {	# NZ_BENCH_MODE: nezha-bench's mode (p2p)
+	local out=$1 tmo=$2 rc mode=${NZ_BENCH_MODE:-p2p}
 	shift 2
-	say "\$ MASTER_ADDR=$NZ_BAR_ADDR MASTER_PORT=$NZ_MASTER_PORT RANK=$NZ_NODE WORLD_SIZE=$NZ_NODES nezha-bench p2p $*"
+	say "\$ MASTER_ADDR=$NZ_BAR_ADDR MASTER_PORT=$NZ_MASTER_PORT RANK=$NZ_NODE WORLD_SIZE=$NZ_NODES nezha-bench $mode $*"
 	MASTER_ADDR=$NZ_BAR_ADDR MASTER_PORT=$NZ_MASTER_PORT RANK=$NZ_NODE \
 		WORLD_SIZE=$NZ_NODES NEZHA_TIMEOUT_MS=${NZ_COMM_TIMEOUT_MS:-60000} \
 		NEZHA_OP_TIMEOUT_MS=${NZ_OP_TIMEOUT_MS:-120000} \
-		timeout -k 5 "$tmo" "$NZ_BIN/tools/nezha-bench" p2p "$@" >"$out" 2>&1
+		timeout -k 5 "$tmo" "$NZ_BIN/tools/nezha-bench" "$mode" "$@" >"$out" 2>&1
 	rc=$?
 	comment <"$out"
 	[ $rc = 124 ] && say "nezha-bench killed after ${tmo}s"
