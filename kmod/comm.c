@@ -631,6 +631,7 @@ static int nz_comm_alloc_peers(struct nz_comm *comm)
 		p->next_msg_id = 1;
 		p->down_since = jiffies;
 		p->last_progress = jiffies;
+		nz_health_peer_init(p);
 		INIT_LIST_HEAD(&p->tx_msgs);
 		INIT_LIST_HEAD(&p->resend);
 		INIT_LIST_HEAD(&p->aborts);

@@ -361,6 +361,7 @@ void nz_health_conn_connect_in(struct nz_conn *conn, unsigned int ms);
 void nz_health_conn_up(struct nz_conn *conn);
 bool nz_health_doubt(unsigned int silent);
 bool nz_health_suspect(unsigned int silent);
+void nz_health_peer_init(struct nz_peer *p);
 unsigned int nz_health_suspect_extra_ms(const struct nz_peer *p,
 					unsigned long now);
 void nz_health_readmitted(struct nz_conn *conn, unsigned long now);

@@ -16,8 +16,31 @@
 	"nezhactl [-j] [-p] health [show]\n" \
 	"       nezhactl health set [interval MS] [misses N] [grace MS]"
 
+/*
+ * The extra silence a new peer's paths are allowed, from the module
+ * parameter (Documentation/health.rst, "A job's first seconds"); -1 if
+ * it cannot be read (an older module).
+ */
+static long nzctl_start_tolerance(void)
+{
+	char path[512];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/nezha/parameters/start_tolerance_ms",
+		 nzctl.sysmodule);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
 static int nzctl_health_cb(const struct nlmsghdr *nlh, void *data)
 {
+	long start = nzctl_start_tolerance();
 	uint32_t v[3] = { 0, 0, 0 };
 	struct nlattr *attr;
 
@@ -43,12 +66,16 @@ static int nzctl_health_cb(const struct nlmsghdr *nlh, void *data)
 		nzj_u64(&nzctl.j, "misses", v[1]);
 		nzj_u64(&nzctl.j, "suspect_after_ms", (uint64_t)v[0] * v[1]);
 		nzj_u64(&nzctl.j, "grace_ms", v[2]);
+		if (start >= 0)
+			nzj_u64(&nzctl.j, "start_tolerance_ms", (uint64_t)start);
 		nzj_obj_close(&nzctl.j);
 		nzj_end(&nzctl.j);
 		return MNL_CB_OK;
 	}
 	printf("heartbeat interval %u ms misses %u (dead after %u ms) grace %u ms\n",
 	       v[0], v[1], v[0] * v[1], v[2]);
+	if (start > 0)
+		printf("new peers: %ld ms more, halving every 30 s\n", start);
 	return MNL_CB_OK;
 }
 
