@@ -37,8 +37,8 @@ drill() {
 	MASTER_PORT=$port "$P2P" drill "$secs" "${cmds[@]}" > "$out" 2>&1
 	rc=$?
 	port=$((port + 1))
-	grep -E '^# rank' "$out" | sed "s/^/# $name: /"
-	grep -o 'gap_ms=[0-9]*' "$out" | sed "s/^/# $name: /"
+	grep -E '^# rank' "$out" | sed "s|^|# $name: |"
+	grep -o 'gap_ms=[0-9]*' "$out" | sed "s|^|# $name: |"
 	[ $rc = 0 ] && ok "$name: stream intact" || not_ok "$name: stream intact" "rc $rc"
 	f1=$(rail_stat r1 failovers)
 	[ "$f1" -gt "$f0" ] && ok "$name: failover counted on r1 ($f0 -> $f1)" ||

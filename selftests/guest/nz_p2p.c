@@ -1096,6 +1096,12 @@ static int recover(void)
 	 */
 	pid = rank == 0 ? outage(d, 1.0 * ts, 4.0 * ts) : 0;
 	t0 = now_s();
+	if (pid < 0) {
+		/* No child to wait for: waitpid(-1) would reap any other. */
+		outage_err = "; the outage was not in place (fork failed)";
+		t_over = t0;
+		pid = 0;
+	}
 	for (n = 0;; n++) {
 		size_t len = 256u << 10;
 
