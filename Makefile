@@ -110,7 +110,7 @@ TORCH_CXXFLAGS = -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror -Wno-unused-param
 	-Iuapi -Ilibnezha-user/include
 TORCH_LIBS = -L/usr/lib/python3/dist-packages/torch/lib -ltorch -ltorch_cpu -lc10 -ltorch_python
 
-.PHONY: all module lib tools tests check torch check-quick check-debug check-scale demo setup drill-coll \
+.PHONY: all module lib tools tests check torch check-quick check-debug planted-bugs check-scale demo setup drill-coll \
 	install uninstall man lint checkpatch sparse clean bench-nop bench-p2p bench-coll \
 	bench-failover bench-rdma bench-sched bench-train bench-cpu fuzz check-install drill
 
@@ -220,6 +220,12 @@ check-quick: all
 check-debug: setup
 	$(MAKE) all KVER=$(KVER)
 	scripts/check-debug.sh
+
+# The lane's own test: a use-after-free and a lock-order inversion planted
+# in copies of kmod/ (scripts/planted/) must each make it fail.
+planted-bugs: setup
+	$(MAKE) all KVER=$(KVER)
+	scripts/planted-bugs.sh
 
 # More than two nodes: the collectives and the cost of health probes on
 # 2, 4 and 8 guests (selftests/guest/suites.scale); not in make check.

@@ -26,12 +26,19 @@ eval "$paths"	# NZ_KERNEL NZ_MODDIR NZ_DEBUG_KDIR
 
 # The module for that kernel, built from a copy of the sources: kbuild
 # writes its objects beside them, and the tree's own nezha.ko is for the
-# Debian kernel.
-mod=$TOP/build/debug-mod
-mkdir -p "$mod"
-rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
-	--exclude='*.mod.c' --exclude='.*.cmd' --exclude='*.o.d' \
-	"$TOP/Kbuild" "$TOP/kmod" "$TOP/uapi" "$mod/"
+# Debian kernel.  NZ_DEBUG_SRC names another tree holding Kbuild, kmod/
+# and uapi/ (scripts/planted-bugs.sh: a copy with a bug planted), built
+# in place.
+src=${NZ_DEBUG_SRC:-}
+if [ -n "$src" ]; then
+	mod=$src
+else
+	mod=$TOP/build/debug-mod
+	mkdir -p "$mod"
+	rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
+		--exclude='*.mod.c' --exclude='.*.cmd' --exclude='*.o.d' \
+		"$TOP/Kbuild" "$TOP/kmod" "$TOP/uapi" "$mod/"
+fi
 if ! out=$(make -C "$NZ_DEBUG_KDIR" M="$mod" W=1 modules 2>&1); then
 	echo "not ok 1 - nezha.ko builds against the debug kernel"
 	echo "$out" | tail -n 30 | sed 's/^/# /'
