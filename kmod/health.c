@@ -292,22 +292,28 @@ unsigned int nz_health_suspect_extra_ms(const struct nz_peer *p,
 }
 
 /*
- * A new peer starts as if a false alarm had just been seen: nothing is
- * learned about it yet, and a job's first seconds are its busiest (every
- * rank connecting, allocating, warming caches).  Without it, 4 guests of
- * 2 Mbit/s rails running allreduces suspected 4-16 healthy paths each in
- * their first 10 s, and those reroutes kept the job at 0.6x speed for
- * 15 s.  The price is detection: a blackhole in a job's first 30 s is
- * suspected start_tolerance_ms later, halving every NZ_SUSPECT_DECAY_S
- * (Documentation/health.rst).  Zero turns it off.
+ * In a job of more than 2 ranks, a new peer starts as if a false alarm
+ * had just been seen: nothing is learned about it yet, and a job's first
+ * seconds are its busiest (every rank connecting, allocating, warming
+ * caches).  Without it, 4 guests of 2 Mbit/s rails running allreduces
+ * suspected 4-16 healthy paths each in their first 10 s, and those
+ * reroutes kept the job at 0.6x speed for 15 s.  The price is detection:
+ * a blackhole in a job's first 30 s is suspected start_tolerance_ms
+ * later, halving every NZ_SUSPECT_DECAY_S (Documentation/health.rst).
+ * Not in a job of 2: there the peer's NIC queues hold only what it sends
+ * us, so no other rank's traffic delays its answers, and the 2-rank
+ * failover drills (make bench-failover: each a new job) lost 30 ms of
+ * their median to it.  Zero turns it off.
  */
 static unsigned int start_tolerance_ms = 32;
 module_param(start_tolerance_ms, uint, 0644);
 MODULE_PARM_DESC(start_tolerance_ms,
-		 "Extra silence a new peer's paths are allowed before suspicion, halving every 30 s (ms, default 32, at most 240)");
+		 "Extra silence a new peer's paths are allowed before suspicion in jobs of more than 2 ranks, halving every 30 s (ms, default 32, at most 240)");
 
 void nz_health_peer_init(struct nz_peer *p)
 {
+	if (p->comm->size <= 2)
+		return;
 	p->suspect_extra_ms = min_t(unsigned int,
 				    READ_ONCE(start_tolerance_ms),
 				    NZ_SUSPECT_EXTRA_MAX_MS);
