@@ -173,7 +173,7 @@ struct nz_conn {
 	u32 nctrl;
 	struct delayed_work connect_work;	/* client: (re)connect */
 	struct mutex dial_lock;		/* dial: a connect <-> its abort */
-	void *dial;			/* nz_conn_dial_begin(), comm.c */
+	void *dial;			/* nz_conn_dial_begin(), conn.c */
 	struct work_struct fail_work;	/* transport reported an error */
 	void *fail_tp;			/* the transport state that failed */
 	int fail_err;
@@ -312,6 +312,21 @@ int nz_comm_mac(struct nz_comm *comm, const u8 *in, unsigned int len,
 		u8 *out);
 void nz_comm_scan(struct nz_comm *comm);
 
+/* conn.c, for comm.c: a connection's lifetime. */
+enum nz_rail_change { NZ_RAIL_REMOVED, NZ_RAIL_CHANGED, NZ_RAIL_LINK_DOWN };
+void nz_conn_init(struct nz_peer *p, u32 slot);
+void nz_conn_stop_dial(struct nz_conn *conn);
+void nz_conn_shutdown(struct nz_conn *conn);
+void nz_conn_rail_update(struct nz_conn *conn, enum nz_rail_change how);
+void nz_peer_kick_all(struct nz_peer *p);
+/* conn.c: the identity a handshake proves. */
+int nz_conn_incarnation(struct nz_conn *conn, u64 incarnation);
+int nz_conn_make_hello(struct nz_conn *conn, const u8 *nonce_s,
+		       struct nz_frame *f);
+int nz_conn_check_welcome(struct nz_conn *conn,
+			  const struct nz_frame_welcome *w,
+			  const u8 *nonce_c, const u8 *nonce_s);
+
 /* Transport -> comm: connection events. */
 int nz_conn_attach(struct nz_conn *conn, void *tp);	/* under io_lock */
 int nz_conn_dial_begin(struct nz_conn *conn, void *dial);
@@ -375,9 +390,10 @@ int nz_health_init(void);
 void nz_health_exit(void);
 u64 nz_health_now_ms(void);
 
-/* comm.c, for health.c */
+/* heartbeat.c, for health.c */
 void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall);
 void nz_peer_no_rail(struct nz_peer *p);
+/* comm.c, for health.c */
 void nz_comm_rail_link(struct nz_rail *rail, bool up);
 
 /* netlink.c */
@@ -392,12 +408,6 @@ void nz_conn_drop_chunks(struct nz_conn *conn);
 void nz_conn_free_ctrl(struct nz_conn *conn);
 void nz_peer_free_tags(struct nz_peer *p);
 void nz_peer_free_aborts(struct nz_peer *p);
-int nz_conn_incarnation(struct nz_conn *conn, u64 incarnation);
-int nz_conn_make_hello(struct nz_conn *conn, const u8 *nonce_s,
-		       struct nz_frame *f);
-int nz_conn_check_welcome(struct nz_conn *conn,
-			  const struct nz_frame_welcome *w,
-			  const u8 *nonce_c, const u8 *nonce_s);
 bool nz_conn_refuse_due(const struct nz_conn *conn);
 u64 nz_peer_oldest_abort(const struct nz_peer *p);
 int nz_msg_init(void);

@@ -16,7 +16,7 @@
  *    and it takes no new ones, but its socket stays and sends a heartbeat
  *    every period; the echo of one sent since re-admits it (not any
  *    arrival: frames from before the fault come in late), or, without
- *    an echo, arrivals after NZ_SUSPECT_MIN_MS (comm.c).  Silent for
+ *    an echo, arrivals after NZ_SUSPECT_MIN_MS (heartbeat.c).  Silent for
  *    NZ_DEAD_FACTOR times longer (at least NZ_DEAD_MIN_MS) while the
  *    peer is heard on another path, or NZ_DEAD_PEER_MS when it is heard
  *    on none, it is torn down and reconnected.  This is what catches a

@@ -63,11 +63,11 @@ struct nz_transport {
 	void (*rail_stop)(struct nz_rail *rail);
 
 	/*
-	 * Connection level, driven by comm.c.  conn_connect() opens an
+	 * Connection level, driven by conn.c.  conn_connect() opens an
 	 * outgoing connection and runs the client side of the handshake; it
 	 * sleeps, bounded by timeouts, and on success has attached the
 	 * transport state with nz_conn_attach().  conn_kick() queues the
-	 * connection's transmit and receive work; comm.c calls it under
+	 * connection's transmit and receive work; conn.c calls it under
 	 * conn->kick_lock while the state is alive.  conn_close() detaches
 	 * and frees the transport state; it is called under conn->io_lock
 	 * and returns when no transport work for it can run any more.
