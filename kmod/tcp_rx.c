@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * TCP rails: an established connection's receive work.  It reads frame
+ * headers and payload from the socket without blocking, hands each frame
+ * to the data path (rx.c) and keeps its progress in struct nz_tcp_conn.
+ */
+#include <linux/net.h>
+#include <linux/uio.h>
+#include <net/sock.h>
+#include "transport_tcp.h"
+
+#define NZ_TCP_RX_BUDGET	(2U << 20)	/* bytes per rx work run */
+
+static int nz_tcp_recv(struct nz_tcp_conn *tc, struct iov_iter *iter)
+{
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT };
+	int ret;
+
+	msg.msg_iter = *iter;
+	ret = sock_recvmsg(tc->sock, &msg, MSG_DONTWAIT);
+	*iter = msg.msg_iter;
+	if (ret == 0)
+		return -ECONNRESET;	/* orderly shutdown by the peer */
+	return ret;
+}
+
+static int nz_tcp_recv_buf(struct nz_tcp_conn *tc, void *buf, size_t len)
+{
+	struct kvec kv = { buf, len };
+	struct iov_iter it;
+
+	iov_iter_kvec(&it, ITER_DEST, &kv, 1, len);
+	return nz_tcp_recv(tc, &it);
+}
+
+/* A frame header is complete: act on it.  Returns 0, -EAGAIN or an error. */
+static int nz_tcp_rx_header(struct nz_tcp_conn *tc)
+{
+	struct nz_conn *conn = tc->conn;
+	struct nz_frame *f = &tc->rx_frame;
+	int ret;
+
+	if (!tc->rx_decoded) {
+		ret = nz_wire_decode_hdr(tc->rx_hdr, &conn->peer->comm->lim, f);
+		if (ret)
+			return ret;
+		if (!nz_wire_type_expected(NZ_WS_ESTABLISHED, f->type))
+			return -EPROTO;
+		tc->rx_decoded = true;
+	}
+	if (f->type != NZ_FRAME_DATA) {
+		tc->rx_hdr_got = 0;
+		tc->rx_decoded = false;
+		return nz_conn_rx_ctrl(conn, f);
+	}
+	WRITE_ONCE(tc->rx_data_at, jiffies);
+	ret = nz_conn_rx_data(conn, f, &tc->rx_dest);
+	if (ret == -EAGAIN) {
+		tc->rx_stalled = true;	/* a kick brings us back */
+		WRITE_ONCE(conn->rx_blocked, true);
+		return ret;
+	}
+	if (ret)
+		return ret;
+	tc->rx_stalled = false;
+	WRITE_ONCE(conn->rx_blocked, false);
+	tc->rx_in_body = true;
+	tc->rx_left = f->len;
+	return 0;
+}
+
+static int nz_tcp_rx_body(struct nz_tcp_conn *tc)
+{
+	struct nz_rx_dest *d = &tc->rx_dest;
+	int ret;
+
+	if (tc->rx_left) {
+		if (d->drain)
+			ret = nz_tcp_recv_buf(tc, tc->scratch,
+					      min_t(u64, tc->rx_left, PAGE_SIZE));
+		else
+			ret = nz_tcp_recv(tc, &d->iter);
+		if (ret <= 0)
+			return ret;
+		tc->rx_left -= ret;
+		if (tc->rx_left)
+			return ret;
+	}
+	tc->rx_in_body = false;
+	tc->rx_hdr_got = 0;
+	tc->rx_decoded = false;
+	ret = nz_conn_rx_data_done(tc->conn, d);
+	d->msg = NULL;
+	return ret ? ret : 1;
+}
+
+void nz_tcp_rx_work(struct work_struct *work)
+{
+	struct nz_tcp_conn *tc = container_of(work, struct nz_tcp_conn,
+					      rx_work);
+	unsigned int budget = NZ_TCP_RX_BUDGET;
+	int ret;
+
+	/* Half-way through a frame of a message that completed elsewhere. */
+	if (tc->rx_in_body)
+		nz_conn_rx_data_release(tc->conn, &tc->rx_dest);
+
+	while (budget) {
+		if (tc->rx_in_body) {
+			ret = nz_tcp_rx_body(tc);
+		} else if (tc->rx_hdr_got < NZ_WIRE_HDR_LEN) {
+			ret = nz_tcp_recv_buf(tc, tc->rx_hdr + tc->rx_hdr_got,
+					      NZ_WIRE_HDR_LEN - tc->rx_hdr_got);
+			if (ret > 0)
+				tc->rx_hdr_got += ret;
+		} else {
+			ret = nz_tcp_rx_header(tc);
+			if (!ret)
+				ret = 1;
+		}
+		if (ret == -EAGAIN)
+			return;
+		if (ret < 0) {
+			if (ret == -EPROTO || ret == -EMSGSIZE ||
+			    ret == -EPROTONOSUPPORT)
+				pr_warn_ratelimited("rail %s: malformed frame from rank %u, closing\n",
+						    tc->conn->rail->name,
+						    tc->conn->peer->rank);
+			nz_tcp_fail(tc, ret);
+			return;
+		}
+		budget -= min_t(unsigned int, budget, ret);
+	}
+	queue_work(nz_wq, &tc->rx_work);	/* more later, be fair */
+}
