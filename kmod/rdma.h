@@ -3,8 +3,9 @@
  * nezha_rdma.ko: RDMA rails over kernel verbs and rdma_cm.  The rail side
  * (devices, listener, device removal, sysfs, module init) is rdma_rail.c;
  * setting connections up (CM events, handshake) is rdma_conn.c; a
- * connection's queue pair, buffers, credits and teardown are
- * transport_rdma.c.  Documentation/rdma.rst has the design.
+ * connection's queue pair, buffers and teardown are rdma_qp.c; its
+ * traffic (posting, credits, completions) is transport_rdma.c.
+ * Documentation/rdma.rst has the design.
  *
  * Locking: nz_rdma_rails_lock (a mutex) protects the list of RDMA rails and
  * rail->priv of every RDMA rail.  rr->lock (a mutex) protects a rail's
@@ -81,6 +82,8 @@ struct nz_rdma_cm_req {
 	__be32 unit;			/* chunk unit of the job */
 	__be32 rsvd[2];
 } __packed;
+
+#define NZ_RDMA_HDR_SLOT	64	/* header area per slot (48 used) */
 
 /* One receive or transmit buffer. */
 struct nz_rdma_slot {
@@ -167,11 +170,16 @@ static inline const char *nz_rdma_rail_name(struct nz_rdma_conn *rc)
 	return rc->rr->rail->name;
 }
 
+static inline struct ib_device *nz_rdma_dev(struct nz_rdma_conn *rc)
+{
+	return rc->pd->device;
+}
+
 /* rdma_rail.c */
 extern struct workqueue_struct *nz_rdma_wq;
 extern struct mutex nz_rdma_rails_lock;
 
-/* transport_rdma.c: the queue pair and its traffic. */
+/* rdma_qp.c: a connection's verbs objects and lifetime. */
 struct nz_rdma_conn *nz_rdma_conn_alloc(bool client);
 u32 nz_rdma_depth(u32 unit);
 int nz_rdma_params_check(void);
@@ -189,14 +197,19 @@ void nz_rdma_rail_flush(struct nz_rdma_rail *rr, int err);
 void nz_rdma_error(struct nz_rdma_conn *rc, int err);
 int nz_rdma_setup_qp(struct nz_rdma_conn *rc);
 int nz_rdma_qp_move(struct nz_rdma_conn *rc, enum ib_qp_state state);
+/* Never from rc's own CM handler or works (but its destroy work). */
+void nz_rdma_teardown(struct nz_rdma_conn *rc, bool bye, bool in_destroy);
+void nz_rdma_conn_close(struct nz_conn *conn);
+
+/* transport_rdma.c: a connection's traffic. */
 /* A handshake frame or a CLOSE (last_ok: it may take the last credit). */
 int nz_rdma_send_ctl(struct nz_rdma_conn *rc, const struct nz_frame *f,
 		     bool last_ok);
 void nz_rdma_send_close(struct nz_rdma_conn *rc, u32 reason);
-/* Never from rc's own CM handler or works (but its destroy work). */
-void nz_rdma_teardown(struct nz_rdma_conn *rc, bool bye, bool in_destroy);
 void nz_rdma_conn_kick(struct nz_conn *conn);
-void nz_rdma_conn_close(struct nz_conn *conn);
+int nz_rdma_post_recv(struct nz_rdma_conn *rc, struct nz_rdma_slot *s);
+void nz_rdma_rx_work(struct work_struct *work);
+void nz_rdma_tx_work(struct work_struct *work);
 
 /* rdma_conn.c: connecting. */
 int nz_rdma_conn_connect(struct nz_conn *conn);

@@ -3,7 +3,8 @@
  * nezha_rdma.ko: RDMA rails.  Module init and exit, the transport's rail
  * operations (which RDMA device, port and address; the rdma_cm listener),
  * the RDMA devices coming and going (an ib_client), and the rail's
- * statistics in sysfs.  The connections are in transport_rdma.c.
+ * statistics in sysfs.  The connections are in rdma_conn.c, rdma_qp.c and
+ * transport_rdma.c.
  *
  * A rail's listener is an rdma_cm ID bound to the rail's IPv4 address and
  * port in the RDMA_PS_TCP port space (rdma_cm's own, apart from the
