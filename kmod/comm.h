@@ -296,11 +296,6 @@ int nz_comm_ioctl_create(struct nz_file *f, void __user *arg);
 int nz_comm_ioctl_wait(struct nz_file *f, void __user *arg);
 int nz_comm_ioctl_destroy(struct nz_file *f, void __user *arg);
 void nz_comm_file_release(struct nz_file *f);
-int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
-		const struct nz_sqe *sqe, unsigned int issue_flags);
-int nz_cancel_recvs(struct nz_file *f, const struct nz_sqe *sqe);
-int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
-		const struct nz_sqe *sqe, unsigned int issue_flags);
 struct nz_comm *nz_comm_find_hello(struct nz_rail *rail,
 				   const struct nz_frame_hello *h,
 				   const u8 *nonce_s, struct nz_conn **connp,
@@ -310,7 +305,6 @@ int nz_comm_job_fits(u64 job_id, u32 rank, struct nz_rail *rail, u32 slot,
 void nz_comm_put(struct nz_comm *comm);
 int nz_comm_mac(struct nz_comm *comm, const u8 *in, unsigned int len,
 		u8 *out);
-void nz_comm_scan(struct nz_comm *comm);
 
 /* conn.c, for comm.c: a connection's lifetime. */
 enum nz_rail_change { NZ_RAIL_REMOVED, NZ_RAIL_CHANGED, NZ_RAIL_LINK_DOWN };
@@ -400,6 +394,11 @@ void nz_comm_rail_link(struct nz_rail *rail, bool up);
 void nz_netlink_event(const struct nz_event *ev);
 
 /* msg.c */
+int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,
+		const struct nz_sqe *sqe, unsigned int issue_flags);
+int nz_cancel_recvs(struct nz_file *f, const struct nz_sqe *sqe);
+int nz_cmd_recv(struct nz_file *f, struct io_uring_cmd *cmd,
+		const struct nz_sqe *sqe, unsigned int issue_flags);
 void nz_peer_fail_all(struct nz_peer *p, s32 err);
 void nz_peer_scan(struct nz_peer *p);
 u32 nz_conn_requeue_chunks(struct nz_conn *conn, bool all);
@@ -408,7 +407,7 @@ void nz_conn_drop_chunks(struct nz_conn *conn);
 void nz_conn_free_ctrl(struct nz_conn *conn);
 void nz_peer_free_tags(struct nz_peer *p);
 void nz_peer_free_aborts(struct nz_peer *p);
-bool nz_conn_refuse_due(const struct nz_conn *conn);
+bool nz_conn_refuse_due(const struct nz_conn *conn);	/* rx.c */
 u64 nz_peer_oldest_abort(const struct nz_peer *p);
 int nz_msg_init(void);
 void nz_msg_exit(void);

@@ -198,7 +198,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	probe = nz_conn_probe(conn, now, period);
 	if (probe == NZ_PROBE_NONE)
 		conn->probe_since = now;
-	/* Held back for budget a whole timeout: now it refuses (msg.c). */
+	/* Held back for budget a whole timeout: now it refuses (rx.c). */
 	if (blocked && nz_conn_refuse_due(conn))
 		nz_conn_kick(conn);
 	if (marks != conn->hb_marks || blocked || seen) {

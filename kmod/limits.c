@@ -9,7 +9,7 @@
  * error at once (-EMFILE for communicators, -EAGAIN for commands) and the
  * module counts the refusal in sysfs (stats/comms_refused,
  * stats/cmds_refused); other users' jobs are unaffected.  Pinned pages are
- * charged separately, to RLIMIT_MEMLOCK (msg.c).
+ * charged separately, to RLIMIT_MEMLOCK (ubuf.c).
  *
  * The defaults are far above what a training job uses (one communicator
  * per process group, a few hundred commands in flight) and low enough that

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The contract every rail type implements.  The scheduler and the wire
- * semantics (sequence/offset/length, acknowledgements, duplicates) live in
- * comm.c and sched.c and are shared; a transport only moves frames.
+ * The contract every rail type implements.  The scheduler (sched.c) and
+ * the wire semantics (sequence/offset/length, acknowledgements, duplicates:
+ * msg.c, rx.c, tx.c) are shared; a transport only moves frames.
  *
  * Return values: 0 on success; -EAGAIN "no room now, you will be kicked
  * when there is"; any other negative errno is fatal for that connection.
