@@ -188,6 +188,7 @@ struct nz_conn {
 	unsigned long tx_last;		/* jiffies a frame was last sent */
 	unsigned int hb_marks;		/* rx_marks at the last heartbeat */
 	unsigned int silent;		/* heartbeat periods without arrival */
+	unsigned int owed_last;		/* periods owed at the last run */
 	unsigned int hb_sent;		/* heartbeats queued, under peer->lock */
 	unsigned long quiet_since;	/* jiffies of the last arrival seen */
 	unsigned long owed_since;	/* jiffies: last run it owed nothing */
@@ -371,6 +372,8 @@ void nz_health_conn_up(struct nz_conn *conn);
 bool nz_health_doubt(unsigned int silent);
 bool nz_health_suspect(unsigned int silent);
 void nz_health_peer_init(struct nz_peer *p);
+void nz_health_near_miss(struct nz_conn *conn, unsigned long now,
+			 unsigned int owed_ms);
 unsigned int nz_health_suspect_extra_ms(const struct nz_peer *p,
 					unsigned long now);
 void nz_health_readmitted(struct nz_conn *conn, unsigned long now);

@@ -202,6 +202,9 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	if (blocked && nz_conn_refuse_due(conn))
 		nz_conn_kick(conn);
 	if (marks != conn->hb_marks || blocked || seen) {
+		/* Late, but it spoke (nz_health_near_miss()). */
+		if (conn->owed_last && !conn->suspect)
+			nz_health_near_miss(conn, now, conn->owed_last * ms);
 		conn->hb_marks = marks;
 		if (blocked || time_after(last, now))
 			last = now;
@@ -281,6 +284,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 
 		owed = min(owed, w > rtt ? (w - rtt) / ms : 0);
 	}
+	conn->owed_last = owed;
 	/* What this peer's lateness taught us (nz_health_readmitted()). */
 	extra = nz_health_suspect_extra_ms(p, now) / ms;
 	owed = owed > extra ? owed - extra : 0;
