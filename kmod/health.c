@@ -328,7 +328,7 @@ void nz_health_peer_init(struct nz_peer *p)
  * its decay starts again.  Before, a steadily busy peer was unlearned
  * every NZ_SUSPECT_DECAY_S and taught again by a false alarm: 8 guests
  * of 2 host cores running 4 MiB allreduces for 10 minutes failed over
- * 13-20 healthy paths each, one every 30-40 s, with no fault.  A peer
+ * 16-20 healthy paths each, one every 30-40 s, with no fault.  A peer
  * whose lateness passes makes no near misses, and its extra halves as
  * before.
  */
