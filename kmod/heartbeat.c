@@ -203,7 +203,8 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		nz_conn_kick(conn);
 	if (marks != conn->hb_marks || blocked || seen) {
 		/* Late, but it spoke (nz_health_near_miss()). */
-		if (conn->owed_last && !conn->suspect)
+		if (conn->owed_last && !conn->suspect &&
+		    (marks != conn->hb_marks || seen))
 			nz_health_near_miss(conn, now, conn->owed_last * ms);
 		conn->hb_marks = marks;
 		if (blocked || time_after(last, now))
