@@ -32,6 +32,7 @@
 #include "wire.h"
 #include "reasm.h"
 #include "sched_est.h"
+#include "health_learn.h"
 
 struct crypto_shash;
 struct nz_comm;
@@ -227,8 +228,7 @@ struct nz_peer {
 	unsigned long down_since;	/* jiffies since no conn is up; 0 up */
 	unsigned long last_progress;	/* jiffies of the last ACK or new data */
 	/* health.c: silence tolerated on top of the suspect time, learned */
-	u32 suspect_extra_ms;
-	unsigned long false_alarm_at;	/* jiffies of the last false suspect */
+	struct nz_learn learn;
 	struct hlist_head tags[1 << NZ_TAG_HASH_BITS];
 	u32 ntags;			/* entries in tags: max_tags */
 	/* tx */

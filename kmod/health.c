@@ -48,6 +48,7 @@
 #include <linux/random.h>
 #include <linux/timekeeping.h>
 #include "comm.h"
+#include "health_learn.h"
 
 #define CREATE_TRACE_POINTS
 #include "trace.h"
@@ -60,8 +61,8 @@
 #define NZ_BACKOFF_MIN_MS	50
 #define NZ_BACKOFF_MAX_MS	2000
 #define NZ_FALSE_ALARM_MS	250	/* echoed this soon: it was alive */
-#define NZ_SUSPECT_EXTRA_MAX_MS	240	/* learned tolerance, at most */
-#define NZ_SUSPECT_DECAY_S	30	/* which halves this often */
+#define NZ_SUSPECT_DECAY_S	30	/* learned tolerance halves this often */
+#define NZ_DECAY		(NZ_SUSPECT_DECAY_S * HZ)
 
 struct nz_health_cfg nz_health = {
 	.hb_interval_ms = 4,
@@ -271,7 +272,7 @@ bool nz_health_suspect(unsigned int silent)
  * back within NZ_FALSE_ALARM_MS was alive: that peer's paths then
  * tolerate more silence before doubt and suspicion -- the suspect time
  * again on the first false alarm, doubled on each next one, at most
- * NZ_SUSPECT_EXTRA_MAX_MS -- and the tolerance halves every
+ * NZ_LEARN_MAX_MS -- and the tolerance halves every
  * NZ_SUSPECT_DECAY_S without one.  A path that is really gone stays
  * silent far longer than that, so it does not count; and where nothing
  * is late (an idle host, a real cluster) nothing is learned and a dead
@@ -282,14 +283,14 @@ bool nz_health_suspect(unsigned int silent)
 unsigned int nz_health_suspect_extra_ms(const struct nz_peer *p,
 					unsigned long now)
 {
-	unsigned int extra = READ_ONCE(p->suspect_extra_ms);
-	unsigned long halvings;
+	return nz_learn_extra(&p->learn, now, NZ_DECAY);
+}
 
-	if (!extra)
-		return 0;
-	halvings = (now - READ_ONCE(p->false_alarm_at)) /
-		   (NZ_SUSPECT_DECAY_S * HZ);
-	return halvings >= 8 ? 0 : extra >> halvings;
+/* The suspect time, ms, before anything learned. */
+static unsigned int nz_health_base_ms(void)
+{
+	return max(READ_ONCE(nz_health.hb_interval_ms), 1U) *
+	       READ_ONCE(nz_health.hb_misses);
 }
 
 /*
@@ -313,12 +314,8 @@ MODULE_PARM_DESC(start_tolerance_ms,
 
 void nz_health_peer_init(struct nz_peer *p)
 {
-	if (p->comm->size <= 2)
-		return;
-	p->suspect_extra_ms = min_t(unsigned int,
-				    READ_ONCE(start_tolerance_ms),
-				    NZ_SUSPECT_EXTRA_MAX_MS);
-	p->false_alarm_at = jiffies;
+	nz_learn_start(&p->learn, jiffies, p->comm->size,
+		       READ_ONCE(start_tolerance_ms));
 }
 
 /*
@@ -335,35 +332,18 @@ void nz_health_peer_init(struct nz_peer *p)
 void nz_health_near_miss(struct nz_conn *conn, unsigned long now,
 			 unsigned int owed_ms)
 {
-	struct nz_peer *p = conn->peer;
-	unsigned int base, extra = nz_health_suspect_extra_ms(p, now);
-
-	if (!extra)
-		return;
-	base = max(READ_ONCE(nz_health.hb_interval_ms), 1U) *
-	       READ_ONCE(nz_health.hb_misses);
-	if (owed_ms * 2 < base + extra)
-		return;
-	WRITE_ONCE(p->suspect_extra_ms, extra);
-	WRITE_ONCE(p->false_alarm_at, now);
+	nz_learn_near_miss(&conn->peer->learn, now, NZ_DECAY,
+			   nz_health_base_ms(), owed_ms);
 }
 
 /* conn, suspect since conn->suspect_since, echoed a heartbeat. */
 void nz_health_readmitted(struct nz_conn *conn, unsigned long now)
 {
-	struct nz_peer *p = conn->peer;
-	unsigned int base, extra;
-
 	if (time_after(now, conn->suspect_since +
 		       msecs_to_jiffies(NZ_FALSE_ALARM_MS)))
 		return;
-	base = max(READ_ONCE(nz_health.hb_interval_ms), 1U) *
-	       READ_ONCE(nz_health.hb_misses);
-	extra = nz_health_suspect_extra_ms(p, now);
-	extra = min_t(unsigned int, max(extra * 2, base),
-		      NZ_SUSPECT_EXTRA_MAX_MS);
-	WRITE_ONCE(p->suspect_extra_ms, extra);
-	WRITE_ONCE(p->false_alarm_at, now);
+	nz_learn_false_alarm(&conn->peer->learn, now, NZ_DECAY,
+			     nz_health_base_ms());
 	atomic64_inc(&conn->rail->stats.false_suspects);
 }
 

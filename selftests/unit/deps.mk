@@ -15,3 +15,4 @@ $(B)/unit/test_agg_loss: tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c to
 UNIT_DEPS_test_sim := tools/sim_net.c tools/sim_coll.c kmod/sched_est.c kmod/wire.c
 $(B)/unit/test_sim: tools/sim_net.c tools/sim_coll.c tools/sim.h
 UNIT_DEPS_test_sched_est := kmod/sched_est.c
+UNIT_DEPS_test_health_learn := kmod/health_learn.c

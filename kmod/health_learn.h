@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What a peer's lateness taught (Documentation/health.rst, "A busy node is
+ * not a dead path"): how much more silence its paths are allowed before
+ * doubt and suspicion, on top of the suspect time.
+ *
+ *   - learned from false alarms (a suspect path that echoed at once): the
+ *     suspect time on the first, twice the previous extra on each next
+ *     one, at most NZ_LEARN_MAX_MS;
+ *   - halving every decay period without a lesson;
+ *   - kept by near misses (a path late by at least half of what it is
+ *     allowed, that then spoke): the decay starts again;
+ *   - given at the start in a job of more than 2 ranks.
+ *
+ * Pure C over a small struct, no locks, no clock: the caller passes the
+ * time in ticks (jiffies in the module, ms in the host unit test) and the
+ * decay period in the same ticks.  health.c calls it from a
+ * communicator's heartbeat work, the only writer.
+ */
+#ifndef _NZ_HEALTH_LEARN_H
+#define _NZ_HEALTH_LEARN_H
+
+#include "nz_compat.h"
+
+#define NZ_LEARN_MAX_MS		240	/* learned tolerance, at most */
+
+struct nz_learn {
+	u32 extra_ms;			/* as learned at @since */
+	unsigned long since;		/* ticks: the last lesson */
+};
+
+unsigned int nz_learn_extra(const struct nz_learn *l, unsigned long now,
+			    unsigned long decay);
+void nz_learn_start(struct nz_learn *l, unsigned long now, u32 ranks,
+		    unsigned int start_ms);
+void nz_learn_false_alarm(struct nz_learn *l, unsigned long now,
+			  unsigned long decay, unsigned int base_ms);
+bool nz_learn_near_miss(struct nz_learn *l, unsigned long now,
+			unsigned long decay, unsigned int base_ms,
+			unsigned int owed_ms);
+
+#endif

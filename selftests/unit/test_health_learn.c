@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * How a peer's lateness is learned and forgotten (kmod/health_learn.c,
+ * compiled as nezha.ko compiles it) against the rules of
+ * Documentation/health.rst, "A busy node is not a dead path".  Time is in
+ * ms here (jiffies in the module); the module's constants: suspect time
+ * 16 ms (4 periods of 4 ms), decay 30 s, at most 240 ms learned.
+ */
+#include <stdio.h>
+#include "tap.h"
+#include "health_learn.h"
+
+#define BASE	16
+#define DECAY	30000UL
+
+/*
+ * A peer whose answers come late_ms late every period_ms for secs
+ * seconds.  Each late answer is a false alarm when it is later than what
+ * the path is allowed (BASE plus the extra), else a near miss offered to
+ * the rules, unless near is false (the module before near misses).  The
+ * number of false alarms.
+ */
+static int late_peer(unsigned int start_ms, u32 ranks, unsigned int late_ms,
+		     unsigned long period_ms, unsigned long secs, bool near)
+{
+	struct nz_learn l;
+	unsigned long t;
+	int alarms = 0;
+
+	nz_learn_start(&l, 0, ranks, start_ms);
+	for (t = period_ms; t <= secs * 1000; t += period_ms) {
+		if (late_ms > BASE + nz_learn_extra(&l, t, DECAY)) {
+			nz_learn_false_alarm(&l, t, DECAY, BASE);
+			alarms++;
+		} else if (near) {
+			nz_learn_near_miss(&l, t, DECAY, BASE, late_ms);
+		}
+	}
+	return alarms;
+}
+
+int main(void)
+{
+	struct nz_learn l;
+	unsigned int e[6];
+	int a, b, i;
+
+	tap_plan(11);
+
+	/* A job of 2 starts with nothing; more ranks with start_ms. */
+	nz_learn_start(&l, 1000, 2, 32);
+	e[0] = nz_learn_extra(&l, 1000, DECAY);
+	nz_learn_start(&l, 1000, 3, 32);
+	e[1] = nz_learn_extra(&l, 1000, DECAY);
+	tap_ok(e[0] == 0 && e[1] == 32,
+	       "start: 2 ranks %u ms, 3 ranks %u ms (0, 32)", e[0], e[1]);
+
+	nz_learn_start(&l, 0, 8, 1000);
+	tap_ok(nz_learn_extra(&l, 0, DECAY) == NZ_LEARN_MAX_MS,
+	       "start: 1000 ms asked, %u given (at most %u)",
+	       nz_learn_extra(&l, 0, DECAY), NZ_LEARN_MAX_MS);
+
+	/* Halving every 30 s; nothing after 8 halvings. */
+	nz_learn_start(&l, 0, 4, 32);
+	e[0] = nz_learn_extra(&l, DECAY - 1, DECAY);
+	e[1] = nz_learn_extra(&l, DECAY, DECAY);
+	e[2] = nz_learn_extra(&l, 2 * DECAY, DECAY);
+	e[3] = nz_learn_extra(&l, 6 * DECAY, DECAY);
+	tap_ok(e[0] == 32 && e[1] == 16 && e[2] == 8 && e[3] == 0,
+	       "decay: %u %u %u %u ms at 29.999, 30, 60, 180 s (32 16 8 0)",
+	       e[0], e[1], e[2], e[3]);
+
+	/* False alarms: the suspect time, then doubling, at most 240. */
+	nz_learn_start(&l, 0, 2, 32);
+	for (i = 0; i < 6; i++) {
+		nz_learn_false_alarm(&l, 100 * i, DECAY, BASE);
+		e[i] = nz_learn_extra(&l, 100 * i, DECAY);
+	}
+	tap_ok(e[0] == 16 && e[1] == 32 && e[2] == 64 && e[3] == 128 &&
+	       e[4] == 240 && e[5] == 240,
+	       "false alarms: %u %u %u %u %u %u ms (16 32 64 128 240 240)",
+	       e[0], e[1], e[2], e[3], e[4], e[5]);
+
+	/* A false alarm doubles what is left, not what was learned. */
+	nz_learn_start(&l, 0, 4, 64);
+	nz_learn_false_alarm(&l, DECAY, DECAY, BASE);
+	tap_ok(nz_learn_extra(&l, DECAY, DECAY) == 64,
+	       "a false alarm 30 s after learning 64 ms: %u ms (64)",
+	       nz_learn_extra(&l, DECAY, DECAY));
+
+	/* A near miss: at least half of base + extra keeps the extra. */
+	nz_learn_start(&l, 0, 4, 64);		/* allowed 80 ms */
+	a = nz_learn_near_miss(&l, DECAY - 1, DECAY, BASE, 40);
+	e[0] = nz_learn_extra(&l, 2 * DECAY - 2, DECAY);
+	nz_learn_start(&l, 0, 4, 64);
+	b = nz_learn_near_miss(&l, DECAY - 1, DECAY, BASE, 39);
+	e[1] = nz_learn_extra(&l, 2 * DECAY - 2, DECAY);
+	tap_ok(a && !b && e[0] == 64 && e[1] == 32,
+	       "near miss: 40 ms late of 80 allowed keeps 64 ms for 30 s more (%u), 39 ms does not (%u)",
+	       e[0], e[1]);
+
+	/* It keeps what is left; it never raises it. */
+	nz_learn_start(&l, 0, 4, 128);
+	nz_learn_near_miss(&l, DECAY, DECAY, BASE, 200);
+	tap_ok(nz_learn_extra(&l, DECAY, DECAY) == 64,
+	       "near miss after one halving of 128 ms: %u ms (64, not raised)",
+	       nz_learn_extra(&l, DECAY, DECAY));
+
+	/* Nothing learned, nothing kept. */
+	nz_learn_start(&l, 0, 2, 32);
+	a = nz_learn_near_miss(&l, 10, DECAY, BASE, 15);
+	tap_ok(!a && nz_learn_extra(&l, 10, DECAY) == 0,
+	       "near miss with nothing learned: none, 0 ms");
+
+	/*
+	 * A peer late by 60 ms every 400 ms for 10 minutes (the failover
+	 * suite's late peer, for longer): with near misses it is learned
+	 * once and kept; without, it is forgotten every 30-60 s and taught
+	 * again by a false alarm each time.
+	 */
+	a = late_peer(0, 2, 60, 400, 600, true);
+	b = late_peer(0, 2, 60, 400, 600, false);
+	tap_ok(a <= 3, "a steadily late peer, 10 minutes, near misses: %d false alarms (at most 3)", a);
+	tap_ok(b >= 10, "the same without near misses (the rules before): %d false alarms (10 or more)", b);
+
+	/*
+	 * A peer late only at first (a job's start): 40 ms late for 10 s,
+	 * then 5 ms.  What was learned is forgotten in 4 minutes, so a
+	 * path that dies then is suspected after the suspect time again.
+	 */
+	nz_learn_start(&l, 0, 4, 32);
+	for (i = 1; i <= 25; i++) {
+		unsigned long t = 400UL * i;
+
+		if (40 > BASE + nz_learn_extra(&l, t, DECAY))
+			nz_learn_false_alarm(&l, t, DECAY, BASE);
+		else
+			nz_learn_near_miss(&l, t, DECAY, BASE, 40);
+	}
+	for (i = 26; i <= 600; i++)
+		nz_learn_near_miss(&l, 400UL * i, DECAY, BASE, 5);
+	tap_ok(nz_learn_extra(&l, 240 * 1000, DECAY) == 0,
+	       "lateness that passes: %u ms learned 4 minutes on (0)",
+	       nz_learn_extra(&l, 240 * 1000, DECAY));
+
+	return tap_exit();
+}
