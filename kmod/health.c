@@ -359,9 +359,7 @@ void nz_health_readmitted(struct nz_conn *conn, unsigned long now)
  */
 static unsigned int nz_health_dead_ms(void)
 {
-	unsigned int ms = max(READ_ONCE(nz_health.hb_interval_ms), 1U);
-
-	return max(ms * READ_ONCE(nz_health.hb_misses) * NZ_DEAD_FACTOR,
+	return max(nz_health_base_ms() * NZ_DEAD_FACTOR,
 		   (unsigned int)NZ_DEAD_MIN_MS);
 }
 
