@@ -212,8 +212,11 @@ int nzctl_nl_open(struct nzctl_nl *nl)
 	memset(nl, 0, sizeof(*nl));
 	nl->seq = (unsigned int)time(NULL);
 	nl->sock = mnl_socket_open(NETLINK_GENERIC);
-	if (!nl->sock)
-		return -errno;
+	if (!nl->sock) {
+		ret = -errno;
+		fprintf(stderr, "nezhactl: generic netlink: %s\n", strerror(-ret));
+		return ret;
+	}
 	if (mnl_socket_bind(nl->sock, 0, MNL_SOCKET_AUTOPID) < 0) {
 		ret = -errno;
 		goto out_close;
@@ -239,6 +242,9 @@ int nzctl_nl_open(struct nzctl_nl *nl)
 	return 0;
 
 out_close:
+	/* Said above when the module is missing; anything else here. */
+	if (ret != -ENOENT)
+		fprintf(stderr, "nezhactl: generic netlink: %s\n", strerror(-ret));
 	mnl_socket_close(nl->sock);
 	nl->sock = NULL;
 	return ret;
