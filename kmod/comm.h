@@ -314,13 +314,8 @@ void nz_conn_stop_dial(struct nz_conn *conn);
 void nz_conn_shutdown(struct nz_conn *conn);
 void nz_conn_rail_update(struct nz_conn *conn, enum nz_rail_change how);
 void nz_peer_kick_all(struct nz_peer *p);
-/* conn.c: the identity a handshake proves. */
+/* handshake.c: the identity a handshake proves. */
 int nz_conn_incarnation(struct nz_conn *conn, u64 incarnation);
-int nz_conn_make_hello(struct nz_conn *conn, const u8 *nonce_s,
-		       struct nz_frame *f);
-int nz_conn_check_welcome(struct nz_conn *conn,
-			  const struct nz_frame_welcome *w,
-			  const u8 *nonce_c, const u8 *nonce_s);
 
 /* Transport -> comm: connection events. */
 int nz_conn_attach(struct nz_conn *conn, void *tp);	/* under io_lock */

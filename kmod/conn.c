@@ -2,96 +2,14 @@
 /*
  * Connections, one per (peer, rail slot) of a communicator: their
  * transport state coming and going (attach, detach, failure, dialling,
- * shutdown), a rail's change applied to each, and the identity their
- * handshake proves.  The communicators themselves are in comm.c.
+ * shutdown) and a rail's change applied to each.  The communicators
+ * themselves are in comm.c, the handshake that admits a connection in
+ * handshake.c.
  */
 #include <linux/module.h>
 #include <linux/error-injection.h>
-#include <crypto/algapi.h>
 #include "comm.h"
 #include "transport.h"
-
-/* Client: our HELLO on conn, answering the server's CHALLENGE nonce_s. */
-int nz_conn_make_hello(struct nz_conn *conn, const u8 *nonce_s,
-		       struct nz_frame *f)
-{
-	struct nz_comm *comm = conn->peer->comm;
-	u8 in[NZ_WIRE_HELLO_MAC_LEN];
-
-	nz_frame_init(f, NZ_FRAME_HELLO);
-	f->hello.incarnation = comm->incarnation;
-	f->hello.job_id = comm->job_id;
-	f->hello.src_rank = comm->rank;
-	f->hello.dst_rank = conn->peer->rank;
-	f->hello.rail = conn->slot;
-	f->hello.nrails = comm->nrails;
-	f->hello.unit = comm->unit;
-	get_random_bytes(f->hello.nonce_c, sizeof(f->hello.nonce_c));
-	nz_wire_hello_mac_input(&f->hello, nonce_s, in);
-	return nz_comm_mac(comm, in, sizeof(in), f->hello.mac);
-}
-
-/*
- * Client: the server's WELCOME proves it knows the secret (its MAC covers
- * our HELLO's nonce, so it answers this HELLO) and names its instance.
- * -EACCES if the MAC does not check, -ESTALE for another instance of a
- * peer we knew.  Process context.
- */
-int nz_conn_check_welcome(struct nz_conn *conn,
-			  const struct nz_frame_welcome *w,
-			  const u8 *nonce_c, const u8 *nonce_s)
-{
-	struct nz_comm *comm = conn->peer->comm;
-	u8 in[NZ_WIRE_WELCOME_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
-	int ret;
-
-	nz_wire_welcome_mac_input(nonce_c, nonce_s, comm->job_id,
-				  conn->peer->rank, comm->rank, conn->slot,
-				  w->incarnation, in);
-	ret = nz_comm_mac(comm, in, sizeof(in), mac);
-	if (!ret && crypto_memneq(mac, w->mac, sizeof(mac)))
-		ret = -EACCES;
-	memzero_explicit(mac, sizeof(mac));
-	return ret ?: nz_conn_incarnation(conn, w->incarnation);
-}
-
-/*
- * The handshake (checked: MAC, job, ranks) names the instance of the
- * peer's communicator at the other end of conn.  The first one named is
- * the peer for the life of this communicator.  Another one means that rank
- * restarted -- its process or its node -- with the same job and secret:
- * the instance we knew is gone with whatever was in flight with it, and
- * the new one cannot take its place, as its message ids start again from
- * 1 and our duplicate window would drain and acknowledge them as old ones
- * (its sends would complete, delivered nowhere).  So the peer counts as
- * gone (-ECONNRESET for its transfers, no more dialling) and the new
- * instance is refused: -ESTALE.  Process context.
- */
-int nz_conn_incarnation(struct nz_conn *conn, u64 incarnation)
-{
-	struct nz_peer *p = conn->peer;
-	bool first = false;
-	int ret = 0;
-
-	spin_lock_bh(&p->lock);
-	if (!p->incarnation) {
-		p->incarnation = incarnation;
-	} else if (p->incarnation != incarnation) {
-		ret = -ESTALE;
-		first = !p->left;
-		p->left = true;
-	}
-	spin_unlock_bh(&p->lock);
-	if (!ret)
-		return 0;
-	atomic64_inc(&conn->rail->stats.hs_refused);
-	pr_warn_ratelimited("rail %s: rank %u of job %llx restarted: another instance of its communicator connected; it is refused%s\n",
-			    conn->rail->name, p->rank, p->comm->job_id,
-			    first ? ", and transfers with the one before fail" : "");
-	if (first)
-		nz_peer_fail_all(p, -ECONNRESET);
-	return ret;
-}
 
 /* ---- connections -------------------------------------------------------- */
 

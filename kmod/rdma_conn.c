@@ -27,6 +27,7 @@
 #include <linux/slab.h>
 #include <crypto/algapi.h>
 #include "rdma.h"
+#include "handshake.h"
 
 #define NZ_RDMA_CM_VERSION	1
 #define NZ_RDMA_RESOLVE_MS	2000
@@ -209,7 +210,6 @@ int nz_rdma_server_hello(struct nz_rdma_conn *rc,
 				const struct nz_frame *f)
 {
 	const struct nz_frame_hello *h = &f->hello;
-	u8 in[NZ_WIRE_WELCOME_MAC_LEN];
 	struct nz_rail *rail = rc->rr->rail;
 	struct nz_comm *comm = NULL;
 	struct nz_conn *conn = NULL;
@@ -227,12 +227,7 @@ int nz_rdma_server_hello(struct nz_rdma_conn *rc,
 	if (!comm)
 		goto refuse;
 
-	nz_frame_init(&w, NZ_FRAME_WELCOME);
-	w.welcome.incarnation = comm->incarnation;
-	nz_wire_welcome_mac_input(h->nonce_c, rc->nonce_s, comm->job_id,
-				  comm->rank, h->src_rank, h->rail,
-				  comm->incarnation, in);
-	ret = nz_comm_mac(comm, in, sizeof(in), w.welcome.mac);
+	ret = nz_hs_make_welcome(comm, h, rc->nonce_s, &w);
 	if (!ret)
 		ret = nz_rdma_send_ctl(rc, &w, false);
 	if (!ret)
@@ -294,35 +289,39 @@ static int nz_rdma_wait_frame(struct nz_rdma_conn *rc, unsigned long deadline,
 	return ret;
 }
 
-static int nz_rdma_client_handshake(struct nz_rdma_conn *rc,
-				    unsigned long deadline)
+/* The client's handshake, as nz_hs_client() runs it (ws: rx_work checks). */
+struct nz_rdma_hs {
+	struct nz_rdma_conn *rc;
+	unsigned long deadline;
+};
+
+static int nz_rdma_hs_recv(void *ctx, enum nz_wire_state ws,
+			   struct nz_frame *f)
 {
-	struct nz_conn *conn = rc->conn;
-	u8 nonce_s[NZ_WIRE_NONCE_LEN], nonce_c[NZ_WIRE_NONCE_LEN];
-	struct nz_frame f;
+	struct nz_rdma_hs *hs = ctx;
+
+	return nz_rdma_wait_frame(hs->rc, hs->deadline, f);
+}
+
+static int nz_rdma_hs_send_hello(void *ctx, const struct nz_frame *f)
+{
+	struct nz_rdma_conn *rc = ((struct nz_rdma_hs *)ctx)->rc;
 	int ret;
 
-	ret = nz_rdma_wait_frame(rc, deadline, &f);
-	if (ret)
-		return ret;
-	memcpy(nonce_s, f.challenge.nonce_s, sizeof(nonce_s));
-
-	ret = nz_conn_make_hello(conn, nonce_s, &f);
-	if (ret)
-		return ret;
 	WRITE_ONCE(rc->ws, NZ_WS_CLIENT_WAIT_WELCOME);
-	ret = nz_rdma_send_ctl(rc, &f, false);
+	ret = nz_rdma_send_ctl(rc, f, false);
 	if (ret)
 		return ret;
 	/* Release: rx_work sees ws WAIT_WELCOME once it reads on. */
 	smp_store_release(&rc->rx_hold, false);
 	queue_work(nz_rdma_wq, &rc->rx_work);
-	memcpy(nonce_c, f.hello.nonce_c, sizeof(nonce_c));
-	ret = nz_rdma_wait_frame(rc, deadline, &f);
-	if (ret)
-		return ret;
-	return nz_conn_check_welcome(conn, &f.welcome, nonce_c, nonce_s);
+	return 0;
 }
+
+static const struct nz_hs_io nz_rdma_hs_io = {
+	.recv = nz_rdma_hs_recv,
+	.send_hello = nz_rdma_hs_send_hello,
+};
 
 /* ---- connection manager ---------------------------------------------------------------------- */
 
@@ -359,8 +358,7 @@ static int nz_rdma_server_established(struct nz_rdma_conn *rc)
 {
 	struct nz_frame f;
 
-	nz_frame_init(&f, NZ_FRAME_CHALLENGE);
-	memcpy(f.challenge.nonce_s, rc->nonce_s, sizeof(rc->nonce_s));
+	nz_hs_make_challenge(rc->nonce_s, &f);
 	return nz_rdma_send_ctl(rc, &f, false);
 }
 
@@ -491,6 +489,7 @@ int nz_rdma_conn_connect(struct nz_conn *conn)
 	};
 	unsigned long deadline = jiffies + NZ_RDMA_HS_TIMEOUT;
 	struct nz_rdma_conn *rc;
+	struct nz_rdma_hs hs = { .deadline = deadline };
 	struct rdma_cm_id *id;
 	int ret;
 
@@ -498,6 +497,7 @@ int nz_rdma_conn_connect(struct nz_conn *conn)
 	if (!rc)
 		return -ENOMEM;
 	rc->conn = conn;
+	hs.rc = rc;
 	rc->unit = comm->unit;
 	rc->rx_depth = nz_rdma_depth(rc->unit);
 	rc->tx_slots = rc->rx_depth;
@@ -534,7 +534,7 @@ int nz_rdma_conn_connect(struct nz_conn *conn)
 	if (!ret)
 		ret = nz_rdma_wait_step(rc, NZ_RDMA_STEP_CONNECTED, deadline);
 	if (!ret)
-		ret = nz_rdma_client_handshake(rc, deadline);
+		ret = nz_hs_client(conn, &nz_rdma_hs_io, &hs);
 	if (ret == -EACCES) {
 		atomic64_inc(&rail->stats.hs_refused);
 		pr_warn_ratelimited("rail %s: rank %u failed to authenticate\n",

@@ -9,6 +9,7 @@
 #include <net/sock.h>
 #include <net/route.h>
 #include "transport_tcp.h"
+#include "handshake.h"
 
 /* Handshake frames carry no DATA: these limits admit none. */
 const struct nz_wire_limits nz_tcp_hs_lim = {
@@ -46,7 +47,7 @@ static int nz_tcp_recv_all(struct socket *sock, void *buf, size_t len)
 	return ret < 0 ? ret : -ECONNRESET;
 }
 
-static int nz_tcp_send_frame(struct socket *sock, const struct nz_frame *f)
+static int nz_tcp_send_frame(void *sock, const struct nz_frame *f)
 {
 	u8 buf[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN];
 	int len;
@@ -58,7 +59,7 @@ static int nz_tcp_send_frame(struct socket *sock, const struct nz_frame *f)
 }
 
 /* Read one handshake frame expected in state st. */
-static int nz_tcp_recv_frame(struct socket *sock, enum nz_wire_state st,
+static int nz_tcp_recv_frame(void *sock, enum nz_wire_state st,
 			     struct nz_frame *f)
 {
 	u8 hdr[NZ_WIRE_HDR_LEN], body[NZ_WIRE_HELLO_LEN];
@@ -93,29 +94,10 @@ static void nz_tcp_set_timeouts(struct socket *sock)
 
 /* ---- client side --------------------------------------------------------------- */
 
-static int nz_tcp_client_handshake(struct nz_conn *conn, struct socket *sock)
-{
-	u8 nonce_s[NZ_WIRE_NONCE_LEN], nonce_c[NZ_WIRE_NONCE_LEN];
-	struct nz_frame f;
-	int ret;
-
-	ret = nz_tcp_recv_frame(sock, NZ_WS_CLIENT_WAIT_CHALLENGE, &f);
-	if (ret)
-		return ret;
-	memcpy(nonce_s, f.challenge.nonce_s, sizeof(nonce_s));
-
-	ret = nz_conn_make_hello(conn, nonce_s, &f);
-	if (ret)
-		return ret;
-	ret = nz_tcp_send_frame(sock, &f);
-	if (ret)
-		return ret;
-	memcpy(nonce_c, f.hello.nonce_c, sizeof(nonce_c));
-	ret = nz_tcp_recv_frame(sock, NZ_WS_CLIENT_WAIT_WELCOME, &f);
-	if (ret)
-		return ret;
-	return nz_conn_check_welcome(conn, &f.welcome, nonce_c, nonce_s);
-}
+static const struct nz_hs_io nz_tcp_hs_io = {
+	.recv = nz_tcp_recv_frame,
+	.send_hello = nz_tcp_send_frame,
+};
 
 int nz_tcp_conn_connect(struct nz_conn *conn)
 {
@@ -152,7 +134,7 @@ int nz_tcp_conn_connect(struct nz_conn *conn)
 	ret = kernel_connect(sock, (struct sockaddr *)&peer, sizeof(peer), 0);
 	if (ret)
 		goto out_release;
-	ret = nz_tcp_client_handshake(conn, sock);
+	ret = nz_hs_client(conn, &nz_tcp_hs_io, sock);
 	if (ret) {
 		if (ret == -EACCES) {
 			atomic64_inc(&rail->stats.hs_refused);

@@ -11,6 +11,7 @@
 #include <net/sock.h>
 #include <net/tcp.h>
 #include "transport_tcp.h"
+#include "handshake.h"
 
 struct nz_tcp_rail {
 	struct nz_rail *rail;
@@ -165,8 +166,7 @@ static int nz_tcp_hs_challenge(struct nz_tcp_hs *hs)
 	struct nz_frame f;
 
 	get_random_bytes(hs->nonce_s, sizeof(hs->nonce_s));
-	nz_frame_init(&f, NZ_FRAME_CHALLENGE);
-	memcpy(f.challenge.nonce_s, hs->nonce_s, sizeof(hs->nonce_s));
+	nz_hs_make_challenge(hs->nonce_s, &f);
 	return nz_tcp_send_frame_nowait(hs->sock, &f);
 }
 
@@ -222,7 +222,6 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 	struct nz_tcp_hs *hs = container_of(to_delayed_work(work),
 					    struct nz_tcp_hs, work);
 	struct nz_tcp_rail *tr = hs->tr;
-	u8 in[NZ_WIRE_WELCOME_MAC_LEN];
 	struct nz_rail *rail = hs->rail;
 	struct nz_comm *comm = NULL;
 	struct nz_conn *conn = NULL;
@@ -272,12 +271,7 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 	if (!hs->authed)
 		goto refuse;
 
-	nz_frame_init(&f, NZ_FRAME_WELCOME);
-	f.welcome.incarnation = comm->incarnation;
-	nz_wire_welcome_mac_input(h->nonce_c, hs->nonce_s, comm->job_id,
-				  comm->rank, h->src_rank, h->rail,
-				  comm->incarnation, in);
-	ret = nz_comm_mac(comm, in, sizeof(in), f.welcome.mac);
+	ret = nz_hs_make_welcome(comm, h, hs->nonce_s, &f);
 	nz_tcp_hs_unhook(hs);
 	if (!ret)
 		ret = nz_tcp_send_frame_nowait(hs->sock, &f);

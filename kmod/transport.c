@@ -16,6 +16,7 @@
 #include <linux/spinlock.h>
 #include "nezha.h"
 #include "transport.h"
+#include "handshake.h"
 #include "comm.h"
 
 #define NZ_TRANSPORT_SLOTS	(NZ_PROTO_RDMA + 1)
@@ -110,8 +111,9 @@ NZ_TRANSPORT_EXPORT(nz_conn_tx_done);
 NZ_TRANSPORT_EXPORT(nz_conn_tx_abort);
 NZ_TRANSPORT_EXPORT(nz_comm_conn);
 NZ_TRANSPORT_EXPORT(nz_comm_find_hello);
-NZ_TRANSPORT_EXPORT(nz_conn_make_hello);
-NZ_TRANSPORT_EXPORT(nz_conn_check_welcome);
+NZ_TRANSPORT_EXPORT(nz_hs_make_challenge);
+NZ_TRANSPORT_EXPORT(nz_hs_make_welcome);
+NZ_TRANSPORT_EXPORT(nz_hs_client);
 NZ_TRANSPORT_EXPORT(nz_comm_job_fits);
 NZ_TRANSPORT_EXPORT(nz_comm_put);
 NZ_TRANSPORT_EXPORT(nz_comm_mac);
