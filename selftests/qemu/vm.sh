@@ -562,6 +562,36 @@ bad_console+='|soft lockup|hard LOCKUP|rcu.*detected stall|kernel stack overflow
 bad_console+='|ODEBUG:|kmemleak: [0-9]+ new suspected|INFO: (possible|trying to register|inconsistent)'
 bad_console+='|DEBUG_LOCKS_WARN_ON|BUG: KFENCE|sleeping function called from invalid context'
 
+# The console without the reports that are the kernel's own and not the
+# module's: the debug kernel (6.1) draws fail_function's random numbers in
+# the kprobe's int3 handler, which lockdep counts as NMI context, and
+# reports the RNG's batched_entropy lock as "inconsistent lock state"
+# whenever fault injection probes a function (the faults suite, 2026-12-04:
+# the stack is should_fail_ex <- fei_kprobe_handler <- exc_int3, the probed
+# function the module's nz_conn_attach).  Such a report is replaced by one
+# NZ-KNOWN line; any other stays.  Lockdep is off for the rest of that boot,
+# so the faults suite probes functions last.
+known_reports() {
+	awk '
+	function flush(  i, known) {
+		known = blk ~ /fei_kprobe_handler/ && blk ~ /should_fail_ex/ &&
+			blk ~ /batched_entropy/
+		if (known)
+			print "NZ-KNOWN: lockdep on fault injection'"'"'s own RNG lock (fail_function in int3 context), not the module'"'"'s"
+		else
+			for (i = 1; i <= n; i++)
+				print line[i]
+		n = 0; blk = ""; inblk = 0
+	}
+	/WARNING: inconsistent lock state/ { inblk = 1 }
+	inblk { line[++n] = $0; blk = blk "\n" $0
+		if ($0 ~ /<\/TASK>/ || n >= 400)
+			flush()
+		next }
+	{ print }
+	END { if (inblk) flush() }'
+}
+
 # Rewrite a guest's TAP lines so they name the guest: "ok 3 foo # SKIP x"
 # becomes "ok - g0: foo # SKIP x".  Exits 1 if any line was "not ok".
 rewrite_tap() {
@@ -625,7 +655,9 @@ for ((g = 0; g < nodes; g++)); do
 	[ -z "${timed_out[g]:-}" ] || echo "# g$g: killed after the ${timeout}s timeout"
 	[ "${qrc[g]:-0}" -eq 0 ] || echo "# g$g: qemu exited ${qrc[g]}"
 
-	if matches=$(tr -d '\r' <"$con" | grep -aE "$bad_console"); then
+	tr -d '\r' <"$con" | known_reports | grep -a '^NZ-KNOWN' | sort | uniq -c |
+		sed "s/^ *\([0-9]*\) NZ-KNOWN: /# g$g console: known, \1 time(s): /"
+	if matches=$(tr -d '\r' <"$con" | known_reports | grep -aE "$bad_console"); then
 		tap_fail "g$g: kernel log clean"
 		head -n 5 <<<"$matches" | sed "s/^/# g$g console: /"
 		gfail=1
