@@ -81,6 +81,8 @@ UNIT_SH    := $(wildcard selftests/unit/test_*.sh)
 UNIT_BINS  += $(UNIT_SH:selftests/unit/%.sh=$(B)/unit/%)
 GUEST_SRCS := $(wildcard selftests/guest/*.c)
 GUEST_BINS := $(GUEST_SRCS:selftests/guest/%.c=$(B)/guest/%)
+# LD_PRELOAD libraries of the guest suites (faults.sh).
+GUEST_BINS += $(B)/guest/failnow.so
 # The hostile RDMA peer needs rdma-core's development files, which nothing
 # else does: without them `make` builds the rest (an operator's machine),
 # and the rdma suite says that test was skipped.
@@ -200,6 +202,10 @@ $(B)/unit/%: selftests/unit/%.c $(LIB_A) $(wildcard kmod/*.h kmod/*.c selftests/
 $(B)/guest/%: selftests/guest/%.c $(LIB_A) selftests/tap.h selftests/guest/nz_sysfs.h $(wildcard kmod/*.h kmod/*.c)
 	@mkdir -p $(@D)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(GUEST_DEPS_$*) $(LIB_A) $(LIB_LDLIBS)
+
+$(B)/guest/%.so: selftests/guest/preload/%.c
+	@mkdir -p $(@D)
+	$(CC) $(UNIT_CFLAGS) -shared -fPIC -o $@ $<
 
 # The suites make check also runs on the debug kernel, if it is built
 # (make check-debug builds it, once: ~37 minutes on 2 cores, which CI's

@@ -17,7 +17,7 @@ FAULTS=$NZ_BIN/guest/nz_faults
 DBG=/sys/kernel/debug
 # shellcheck disable=SC2206  # word splitting intended
 ifs=($NZ_IFS) addrs=($NZ_ADDRS)
-ROUNDS=${1:-150}
+ROUNDS=${1:-60}
 total=0
 
 if [ ! -d $DBG/failslab ] || [ ! -d $DBG/fail_function ]; then
@@ -38,12 +38,17 @@ attr_set() {
 attr_off() { echo 0 >"$1/probability"; echo 0 >"$1/times"; }
 # injected DIR START: failures the attribute injected since it was set.
 injected() { echo $(($2 - $(cat "$1/times"))); }
-# faulty NAME CMD...: run CMD with make-it-fail set (the task filter).
-faulty() { sh -c 'echo 1 >/proc/self/make-it-fail && exec "$@"' faulty "$@"; }
+# The task filter's processes set make-it-fail on themselves once loaded
+# and their memory locked (nz_faults -F, failnow.so): set before their exec,
+# it failed the exec and the loader first.
+# The binary from this guest's tmpfs, not from the host's 9p share: an
+# allocation failed in a 9p read left every later exec of it failing
+# (exit 126, on the debug kernel, 2026-12-03).
+cp "$FAULTS" /tmp/nz_faults && FAULTS=/tmp/nz_faults
 
-loads() {	# loads NAME ROUNDS [-q] [faulty]: one nz_faults run as a check
-	local name=$1 n=$2 q=${3:-} wrap=${4:-} out rc
-	out=$($wrap "$FAULTS" r0,r1 "${addrs[0]},${addrs[1]}" 7470 "$n" $q 2>&1); rc=$?
+loads() {	# loads NAME ROUNDS [-q | -F]: one nz_faults run as a check
+	local name=$1 n=$2 q=${3:-} out rc
+	out=$("$FAULTS" r0,r1 "${addrs[0]},${addrs[1]}" 7470 "$n" $q 2>&1); rc=$?
 	echo "# $name: $out" | tail -n 5
 	[ $rc -eq 0 ] && ok "$name" || not_ok "$name" "exit $rc"
 }
@@ -64,7 +69,7 @@ for p in 2 10 30; do
 	attr_set $DBG/failslab "$p" 100000
 	echo Y >$DBG/failslab/task-filter
 	echo N >$DBG/failslab/ignore-gfp-wait
-	loads "failslab $p%: $ROUNDS rounds end in errors or data, never a hang" "$ROUNDS" "" faulty
+	loads "failslab $p%: $ROUNDS rounds end in errors or data, never a hang" "$ROUNDS" -F
 	n=$(injected $DBG/failslab 100000); total=$((total + n))
 	attr_off $DBG/failslab
 	echo "# failslab $p%: $n allocations failed"
@@ -77,14 +82,40 @@ echo Y >$DBG/fail_page_alloc/task-filter
 echo N >$DBG/fail_page_alloc/ignore-gfp-wait
 echo N >$DBG/fail_page_alloc/ignore-gfp-highmem
 echo 0 >$DBG/fail_page_alloc/min-order
-loads "fail_page_alloc 10%: $ROUNDS rounds end in errors or data" "$ROUNDS" "" faulty
+loads "fail_page_alloc 10%: $ROUNDS rounds end in errors or data" "$ROUNDS" -F
 n=$(injected $DBG/fail_page_alloc 100000); total=$((total + n))
 attr_off $DBG/fail_page_alloc
 echo "# fail_page_alloc: $n page allocations failed"
 healthy "after fail_page_alloc"
 
-# 3. The module's error-injectable functions fail, in every context (the
-# workers that connect, receive and transmit included).
+# 3. rail add under failslab: the netlink reply carries the error.
+# nezhactl runs under it from its main() on (failnow.so), from tmpfs.
+cp "$CTL" /tmp/nezhactl && cp "$NZ_BIN/guest/failnow.so" /tmp/failnow.so
+attr_set $DBG/failslab 20 100000
+echo Y >$DBG/failslab/task-filter
+rail_ok=0 rail_err=0 rail_bad=0
+for i in $(seq 1 40); do
+	out=$(LD_PRELOAD=/tmp/failnow.so /tmp/nezhactl rail add fx proto tcp dev "${ifs[0]}" port 7480 2>&1); rc=$?
+	if [ $rc -eq 0 ]; then
+		rail_ok=$((rail_ok + 1))
+		"$CTL" rail del fx >/dev/null 2>&1 || rail_bad=$((rail_bad + 1))
+	elif grep -qE '^nezhactl: ' <<<"$out"; then
+		rail_err=$((rail_err + 1))
+	else
+		rail_bad=$((rail_bad + 1)); echo "# rail add: rc $rc: $out"
+	fi
+done
+n=$(injected $DBG/failslab 100000); total=$((total + n))
+attr_off $DBG/failslab
+[ $rail_bad -eq 0 ] && [ $((rail_ok + rail_err)) -eq 40 ] && [ $rail_err -gt 0 ] &&
+	ok "rail add x40 under failslab 20%: $rail_ok added, $rail_err clean errors ($n failed allocations)" ||
+	not_ok "rail add x40 under failslab 20%" "$rail_bad unexplained, $rail_err clean errors"
+check "no rail fx left" sh -c "! $CTL rail show fx >/dev/null 2>&1"
+
+# 4. The module's error-injectable functions fail, in every context (the
+# workers that connect, receive and transmit included).  Last: on this
+# kernel the first probe's fault injection makes lockdep report its own
+# RNG lock and turn itself off (vm.sh, known_reports()).
 for fn in nz_conn_attach nz_comm_mac nz_cmd_send nz_cmd_recv nz_conn_rx_data \
 	  nz_conn_rx_ctrl nz_conn_tx_next nz_sysfs_conn_add; do
 	if ! echo "$fn" >$DBG/fail_function/inject 2>/dev/null; then
@@ -94,36 +125,12 @@ for fn in nz_conn_attach nz_comm_mac nz_cmd_send nz_cmd_recv nz_conn_rx_data \
 	echo -12 >"$DBG/fail_function/$fn/retval"	# -ENOMEM
 	attr_set $DBG/fail_function 20 100000
 	echo N >$DBG/fail_function/task-filter
-	loads "fail_function $fn 20%: 30 rounds end in errors or data" 30
+	loads "fail_function $fn 20%: 10 rounds end in errors or data" 10
 	n=$(injected $DBG/fail_function 100000); total=$((total + n))
 	attr_off $DBG/fail_function
 	echo "!$fn" >$DBG/fail_function/inject
 	echo "# fail_function $fn: $n calls failed"
 done
-healthy "after fail_function"
-
-# 4. rail add under failslab: the netlink reply carries the error.
-attr_set $DBG/failslab 20 100000
-echo Y >$DBG/failslab/task-filter
-rail_ok=0 rail_err=0 rail_bad=0
-for i in $(seq 1 40); do
-	out=$(faulty "$CTL" rail add fx proto tcp dev "${ifs[0]}" port 7480 2>&1); rc=$?
-	if [ $rc -eq 0 ]; then
-		rail_ok=$((rail_ok + 1))
-		"$CTL" rail del fx >/dev/null 2>&1 || rail_bad=$((rail_bad + 1))
-	elif grep -qiE 'memory|nezhactl' <<<"$out"; then
-		rail_err=$((rail_err + 1))
-	else
-		rail_bad=$((rail_bad + 1)); echo "# rail add: $out"
-	fi
-done
-n=$(injected $DBG/failslab 100000); total=$((total + n))
-attr_off $DBG/failslab
-[ $rail_bad -eq 0 ] && [ $((rail_ok + rail_err)) -eq 40 ] &&
-	ok "rail add x40 under failslab 20%: $rail_ok added, $rail_err clean errors ($n failed allocations)" ||
-	not_ok "rail add x40 under failslab 20%" "$rail_bad unexplained"
-check "no rail fx left" sh -c "! $CTL rail show fx >/dev/null 2>&1"
-
 healthy "at the end"
 [ $total -ge 1000 ] && ok "at least 1000 failures injected ($total)" ||
 	not_ok "at least 1000 failures injected ($total)"
