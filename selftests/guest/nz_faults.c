@@ -260,9 +260,9 @@ int main(int argc, char **argv)
 	port = (uint16_t)atoi(argv[3]);
 	iters = strtoul(argv[4], NULL, 0);
 	strict = argc > 5 && !strcmp(argv[5], "-q");
-	if (getenv("NZ_TIME_SCALE") && atoi(getenv("NZ_TIME_SCALE")) > 1)
-		time_scale = atoi(getenv("NZ_TIME_SCALE")) < 3 ?
-			     atoi(getenv("NZ_TIME_SCALE")) : 3;
+	if (getenv("NZ_TIME_SCALE"))
+		time_scale = atoi(getenv("NZ_TIME_SCALE"));
+	time_scale = time_scale < 1 ? 1 : time_scale > 3 ? 3 : time_scale;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	faulty = argc > 5 && !strcmp(argv[5], "-F");
 	if (faulty && make_it_fail(true))
