@@ -655,10 +655,12 @@ for ((g = 0; g < nodes; g++)); do
 	[ -z "${timed_out[g]:-}" ] || echo "# g$g: killed after the ${timeout}s timeout"
 	[ "${qrc[g]:-0}" -eq 0 ] || echo "# g$g: qemu exited ${qrc[g]}"
 
-	# (grep finding nothing is no error: pipefail and set -e are on)
-	tr -d '\r' <"$con" | known_reports | { grep -a '^NZ-KNOWN' || :; } | sort | uniq -c |
+	# The console filtered once.  (grep finding nothing is no error:
+	# pipefail and set -e are on.)
+	filtered=$(tr -d '\r\000' <"$con" | known_reports)
+	{ grep -a '^NZ-KNOWN' <<<"$filtered" || :; } | sort | uniq -c |
 		sed "s/^ *\([0-9]*\) NZ-KNOWN: /# g$g console: known, \1 time(s): /"
-	if matches=$(tr -d '\r' <"$con" | known_reports | grep -aE "$bad_console"); then
+	if matches=$(grep -aE "$bad_console" <<<"$filtered"); then
 		tap_fail "g$g: kernel log clean"
 		head -n 5 <<<"$matches" | sed "s/^/# g$g console: /"
 		gfail=1
