@@ -328,6 +328,8 @@ static struct {
 	char first[160];
 } fz;
 
+static char fz_why[128];	/* what ended the last connection */
+
 static void fz_fail(const char *fmt, ...)
 	__attribute__((format(printf, 1, 2)));
 
@@ -627,9 +629,18 @@ static int fz_barrier(int fd, int ms)
 		return -1;
 	fz_short_timeout(fd, ms);
 	for (;;) {
+		uint8_t hdr[NZ_WIRE_HDR_LEN];
+
 		errno = 0;
-		if (read_frame(fd, &f, body))
+		if (read_all(fd, hdr, sizeof(hdr)))
 			return errno == EAGAIN || errno == EWOULDBLOCK ? -2 : -1;
+		if (nz_wire_decode_hdr(hdr, &lim, &f) || f.len > NZ_WIRE_HELLO_LEN ||
+		    read_all(fd, body, f.len) || nz_wire_decode_body(&f, body)) {
+			snprintf(fz_why, sizeof(fz_why),
+				 "a frame from the module we cannot read: type %u len %u",
+				 hdr[3], f.len);
+			return -1;
+		}
 		if (f.type == NZ_FRAME_ABORT_ACK) {
 			struct fz_msg *m = fz_find(f.abort.msg_id);
 
@@ -796,7 +807,8 @@ static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames,
 	while (fz.frames < frames) {
 		unsigned int k, nframes = 1 + fz_below(r, 200);
 		unsigned int conn = (unsigned int)fz.conns;
-		bool bad = false, failed = false;
+		bool bad = false, failed = false, last_mutated = false;
+		unsigned int last_type = 0;
 		size_t len;
 		int fd = connect_rail(), ret;
 
@@ -810,13 +822,14 @@ static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames,
 		fz.conns++;
 		/* A module that stops reading must not hang us: a stall. */
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		fz_why[0] = 0;
 		/* What the connection before left unfinished goes first. */
 		len = fz_withdrawals(buf, sizeof(buf) / 4);
 		for (k = 0; k < nframes && !bad && !failed; k++) {
 			uint8_t orig[NZ_WIRE_HDR_LEN];
+			bool unmodelled = false, mutated = false;
 			struct fz_msg *m;
 			struct nz_frame f;
-			bool unmodelled;
 			size_t n;
 
 			if (len + NZ_WIRE_HDR_LEN + UNIT > sizeof(buf)) {
@@ -833,6 +846,7 @@ static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames,
 			if (k == nframes - 1 && fz_below(r, 3)) {
 				memcpy(orig, buf + len, sizeof(orig));
 				fz_mutate(r, buf + len);
+				mutated = memcmp(orig, buf + len, sizeof(orig)) != 0;
 				bad = fz_malformed(buf + len, &f, &unmodelled);
 				if (unmodelled) {
 					memcpy(buf + len, orig, sizeof(orig));
@@ -846,6 +860,8 @@ static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames,
 			}
 			if (m && !nz_wire_decode_hdr(buf + len, &lim, &f))
 				m->sent |= 1u << (f.data.offset / UNIT);
+			last_type = buf[len + 3];
+			last_mutated = mutated && !unmodelled;
 			len += n;
 			fz.frames++;
 		}
@@ -857,7 +873,8 @@ static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames,
 				fz.closed_bad++;
 			} else {
 				fz.open_bad++;
-				fz_fail("connection %u: a malformed frame did not close it", conn);
+				fz_fail("connection %u: a malformed frame (type %u) did not close it",
+					conn, last_type);
 			}
 			ret = 0;
 		} else {
@@ -865,7 +882,9 @@ static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames,
 		}
 		if (ret == -1) {
 			fz.closed_good++;
-			fz_fail("connection %u closed without a malformed frame", conn);
+			fz_fail("connection %u closed without a malformed frame (%s; its last frame type %u%s)",
+				conn, fz_why[0] ? fz_why : "closed", last_type,
+				last_mutated ? ", mutated" : "");
 		} else if (ret == -2) {
 			fz.stalls++;
 			fz_fail("connection %u: the module stopped reading for %.0f s", conn,
