@@ -283,17 +283,20 @@ bench-sched: all
 	scripts/bench-sched.sh
 
 # The long fuzzing campaign (not part of `make check`, whose fuzz suite runs
-# a short one): FUZZ_INPUTS local inputs as root and as many again as an
-# unprivileged user, FUZZ_FRAMES hostile wire frames, in one guest; then the
-# wire codec under libFuzzer on the host for FUZZ_WIRE_SECS.  Replay one
+# a short one): in each of FUZZ_NODES guests (one vCPU each, so one a host
+# core), FUZZ_INPUTS local inputs as root and as many again as an
+# unprivileged user and FUZZ_FRAMES hostile wire frames, with seeds of its
+# own; then the wire codec under libFuzzer on the host for FUZZ_WIRE_SECS.
+# Defaults: 2 x 2 x 2.5M = 10^7 inputs, 2 x 500k = 10^6 frames.  Replay one
 # input with build/fuzz/nz_fuzz -r SEED:INDEX (Documentation/testing.rst).
-FUZZ_INPUTS    ?= 5000000
-FUZZ_FRAMES    ?= 1000000
+FUZZ_NODES     ?= 2
+FUZZ_INPUTS    ?= 2500000
+FUZZ_FRAMES    ?= 500000
 FUZZ_SEED      ?= 0x4e5a46555a5a0001
 FUZZ_TIMEOUT   ?= 14400
 FUZZ_WIRE_SECS ?= 600
 fuzz: all
-	selftests/qemu/vm.sh -n 1 -r 2 -t $(FUZZ_TIMEOUT) -o $(B)/fuzz-output \
+	selftests/qemu/vm.sh -n $(FUZZ_NODES) -r 2 -t $(FUZZ_TIMEOUT) -o $(B)/fuzz-output \
 		selftests/guest/fuzz.sh $(FUZZ_INPUTS) $(FUZZ_FRAMES) $(FUZZ_SEED)
 	scripts/fuzz-wire.sh $(FUZZ_WIRE_SECS)
 # DDP training steps/s on the nezha torch backend vs Gloo (both NICs, one

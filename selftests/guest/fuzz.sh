@@ -9,13 +9,14 @@
 #   fuzz.sh [LOCAL_INPUTS [WIRE_FRAMES [SEED]]]
 #
 # Defaults: 50000 local inputs per user (two users: 100000 in all), 20000
-# wire frames; `make fuzz` passes the long campaign's counts.
+# wire frames; `make fuzz` passes the long campaign's counts, per guest.
+# Each guest fuzzes with seeds of its own (SEED + 16 x its index).
 . "$(dirname "$0")/lib.sh"
 CTL=$NZ_BIN/tools/nezhactl
 FUZZ=$NZ_BIN/fuzz/nz_fuzz
 N=${1:-50000}
 FRAMES=${2:-20000}
-SEED=${3:-0x4e5a46555a5a0001}
+SEED=$((${3:-0x4e5a46555a5a0001} + 16 * ${NZ_NODE:-0}))
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all)
 # shellcheck disable=SC2206  # word splitting intended
 ifs=($NZ_IFS) addrs=($NZ_ADDRS)

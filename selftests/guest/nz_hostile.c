@@ -12,9 +12,7 @@
  * peers without the secret (mutated HELLOs), then from one that knows it
  * (streams of well-formed frames ending, often, in a mutated one).  The
  * host's copy of the codec predicts which frames are malformed: each of
- * those must close the connection, and be counted; no other may.  The
- * well-formed frames carry messages the fuzzer receives itself, and each
- * must end as its model says (intact, or withdrawn); afterwards a message
+ * those must close the connection, and be counted; afterwards a message
  * from the same peer must still land intact.  Deterministic per seed.
  * With -x, N strangers that connect and stay silent (from SRC, another
  * address of this guest) must not keep the job's own peer from connecting
@@ -24,7 +22,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <signal.h>
 #include <linux/if_alg.h>
 #include <netinet/in.h>
@@ -250,6 +247,19 @@ static double fz_now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static struct {
+	uint64_t frames, conns, bad_pred, closed_bad, closed_good, open_bad;
+	uint64_t hs_conns, hs_closed, hs_open;
+	char first[160];
+} fz;
+
+static void fz_short_timeout(int fd, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
 /* Damage one header field, or one bit anywhere in the header. */
 static void fz_mutate(struct fz_rng *r, uint8_t *hdr)
 {
@@ -279,266 +289,48 @@ static void fz_mutate(struct fz_rng *r, uint8_t *hdr)
 	}
 }
 
-/*
- * The fuzzer's model of its messages.  Each DATA frame of the stream
- * belongs to a message the fuzzer started: an id of its own (ids follow
- * each other with no hole, as an honest sender's do: a hole holds the
- * module's duplicate window, and 1024 ids past it every frame is out of
- * range), a tag of 100..103 and that tag's next sequence number.  Every
- * message gets a receive, posted in sequence before or after its frames
- * (so both the posted and the unexpected path are taken), and its outcome
- * is known: the whole message intact when every chunk of it went out in a
- * frame the module takes, otherwise -ECONNABORTED, for the fuzzer
- * withdraws (ABORT) each message it did not finish once its connection is
- * over.  Without the withdrawals and receives the module kept every
- * unfinished message, its window stopped, and from then on the stream was
- * mostly refused: 78 of the 89 connections without a malformed frame were
- * closed (2026-12-04).
- */
-#define FZ_TAGS		4
-#define FZ_OPEN		512	/* messages not yet resolved */
-#define FZ_RECENT	64
-
-struct fz_msg {
-	uint64_t id, tag, seq, total;
-	unsigned int sent;	/* bitmap of the chunks gone out (<= 3) */
-	unsigned int conn;	/* the connection it was started on */
-	bool posted;		/* its receive is posted */
-	bool withdraw;		/* ABORT it (until ABORT_ACK) */
-	bool aborted;		/* ABORT_ACK seen */
-	bool uncertain;		/* its connection ended unforeseen */
-	uint8_t *buf;
-};
-
-static struct {
-	struct fz_msg m[FZ_OPEN];
-	unsigned int n;
-	uint64_t next_id;
-	uint64_t next_seq[FZ_TAGS];	/* next tag_seq of each tag */
-	uint64_t recent[FZ_RECENT];	/* resolved ids: duplicates drain */
-	unsigned int nrecent;
-	struct nz_queue *q;
-	uint32_t comm_id;
-} fzm;
-
-static struct {
-	uint64_t frames, conns, bad_pred, closed_bad, closed_good, open_bad;
-	uint64_t hs_conns, hs_closed, hs_open;
-	uint64_t delivered, withdrawn, wrong, stalls, unmodelled;
-	char first[160];
-} fz;
-
-static char fz_why[128];	/* what ended the last connection */
-
-static void fz_fail(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-
-static void fz_fail(const char *fmt, ...)
+/* Would the module close on this header (its own codec, and its rules)? */
+static bool fz_malformed(const uint8_t *hdr, struct nz_frame *f)
 {
-	va_list ap;
-
-	if (fz.first[0])
-		return;
-	va_start(ap, fmt);
-	vsnprintf(fz.first, sizeof(fz.first), fmt, ap);
-	va_end(ap);
-}
-
-static void fz_short_timeout(int fd, int ms)
-{
-	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-}
-
-static int fz_chunks(uint64_t total)
-{
-	return total ? (int)((total + UNIT - 1) / UNIT) : 1;
-}
-
-/* Every chunk of it went out in a frame the module took. */
-static bool fz_whole(const struct fz_msg *m)
-{
-	return m->sent == (1u << fz_chunks(m->total)) - 1;
-}
-
-static struct fz_msg *fz_find(uint64_t id)
-{
-	for (unsigned int i = 0; i < fzm.n; i++)
-		if (fzm.m[i].id == id)
-			return &fzm.m[i];
-	return NULL;
-}
-
-/* Post the receives of tag's messages up to and including seq. */
-static void fz_post(uint64_t tag, uint64_t seq)
-{
-	for (unsigned int i = 0; i < fzm.n; i++) {
-		struct fz_msg *m = &fzm.m[i];
-		struct nz_sqe cmd = { 0 };
-
-		if (m->tag != tag || m->seq > seq || m->posted)
-			continue;
-		m->buf = malloc(m->total ? m->total : 1);
-		if (!m->buf)
-			continue;
-		memset(m->buf, 0xee, m->total ? m->total : 1);
-		cmd.comm_id = fzm.comm_id;
-		cmd.xfer.addr = (uintptr_t)m->buf;
-		cmd.xfer.len = m->total;
-		cmd.xfer.tag = m->tag;
-		cmd.xfer.peer = 1;
-		if (nz_queue_prep(fzm.q, NZ_CMD_RECV, &cmd, m->id, -1) == -EBUSY) {
-			nz_queue_submit(fzm.q);
-			nz_queue_prep(fzm.q, NZ_CMD_RECV, &cmd, m->id, -1);
-		}
-		m->posted = true;
-	}
-	nz_queue_submit(fzm.q);
-}
-
-/* A receive completed: check it against the model, forget the message. */
-static void fz_resolve(const struct nz_cqe *cqe)
-{
-	struct fz_msg *m = fz_find(cqe->user_data);
-	bool whole;
-
-	if (!m) {
-		fz.wrong++;
-		fz_fail("a completion for no message (%#" PRIx64 ", %d)",
-			cqe->user_data, cqe->res);
-		return;
-	}
-	whole = fz_whole(m) && (!m->withdraw || m->uncertain);
-	if (cqe->res >= 0) {
-		bool ok = whole && (uint64_t)cqe->res == m->total;
-
-		for (uint64_t i = 0; ok && i < m->total; i++)
-			ok = m->buf[i] == (uint8_t)m->id;
-		fz.delivered++;
-		if (!ok) {
-			fz.wrong++;
-			fz_fail("message %" PRIu64 " (%" PRIu64 " B, chunks %#x%s): delivered %d B, not intact",
-				m->id, m->total, m->sent,
-				m->withdraw ? ", withdrawn" : "", cqe->res);
-		}
-	} else if (cqe->res == -ECONNABORTED && (!whole || m->uncertain)) {
-		fz.withdrawn++;
-	} else {
-		fz.wrong++;
-		fz_fail("message %" PRIu64 " (%" PRIu64 " B, chunks %#x%s): receive ended with %s",
-			m->id, m->total, m->sent,
-			m->withdraw ? ", withdrawn" : "", strerror(-cqe->res));
-	}
-	fzm.recent[fzm.nrecent++ % FZ_RECENT] = m->id;
-	free(m->buf);
-	*m = fzm.m[--fzm.n];
-}
-
-/* Reap completions; wait up to ms for the last one expected, if any. */
-static void fz_reap(int ms)
-{
-	struct nz_cqe cqe;
-	double end = fz_now() + ms / 1000.0;
-
-	while (nz_queue_peek(fzm.q, &cqe) == 0)
-		fz_resolve(&cqe);
-	for (;;) {
-		unsigned int i, due = 0;
-
-		for (i = 0; i < fzm.n; i++)
-			due += fzm.m[i].posted &&
-			       (fzm.m[i].aborted ||
-				(fz_whole(&fzm.m[i]) && !fzm.m[i].withdraw));
-		if (!due || fz_now() >= end)
-			break;
-		if (nz_queue_wait(fzm.q, &cqe, 100) == 0)
-			fz_resolve(&cqe);
-	}
-}
-
-/* A new message: id, tag and sequence in order; its receive now or later. */
-static struct fz_msg *fz_start(struct fz_rng *r, uint64_t total)
-{
-	struct fz_msg *m;
-
-	if (fzm.n == FZ_OPEN)
-		return NULL;
-	m = &fzm.m[fzm.n++];
-	memset(m, 0, sizeof(*m));
-	m->id = fzm.next_id++;
-	m->tag = 100 + fz_below(r, FZ_TAGS);
-	m->seq = fzm.next_seq[m->tag - 100]++;
-	m->total = total;
-	m->conn = (unsigned int)fz.conns;
-	if (fz_below(r, 2))
-		fz_post(m->tag, m->seq);
-	return m;
-}
-
-static size_t fz_data(uint8_t *out, const struct fz_msg *m, uint64_t off)
-{
-	struct nz_frame f;
-
-	nz_frame_init(&f, NZ_FRAME_DATA);
-	f.data.msg_id = m->id;
-	f.data.tag = m->tag;
-	f.data.tag_seq = m->seq;
-	f.data.total = m->total;
-	f.data.offset = off;
-	f.len = (uint32_t)nz_wire_chunk_len(m->total, off, 1, UNIT);
-	if (nz_wire_encode(&f, &lim, out, NZ_WIRE_HDR_LEN) != NZ_WIRE_HDR_LEN)
-		return 0;
-	memset(out + NZ_WIRE_HDR_LEN, (uint8_t)m->id, f.len);
-	return NZ_WIRE_HDR_LEN + f.len;
+	if (nz_wire_decode_hdr(hdr, &lim, f))
+		return true;
+	if (!nz_wire_type_expected(NZ_WS_ESTABLISHED, f->type))
+		return true;
+	if (f->type == NZ_FRAME_CLOSE)
+		return true;
+	return f->type == NZ_FRAME_DATA &&
+	       !nz_wire_chunk_ok(f->data.total, f->data.offset, f->len, UNIT);
 }
 
 /*
- * One well-formed frame after the handshake into out (header and
- * payload): a chunk of a new message or of one of this connection's
- * (again, as a retransmission does), a frame of a message already over
- * (drained, whatever it says), acknowledgments of messages never sent,
- * heartbeats.  Sets *m to the message whose chunk it carries.
+ * One well-formed frame after the handshake into out (header and payload):
+ * DATA of messages nobody receives (tags 100..103), acknowledgments of
+ * messages never sent, heartbeats.  Returns its length.
  */
-static size_t fz_frame(struct fz_rng *r, uint8_t *out, struct fz_msg **mp)
+static size_t fz_frame(struct fz_rng *r, uint8_t *out, uint64_t *next_id)
 {
 	struct nz_frame f;
 	unsigned int k = fz_below(r, 100);
+	size_t n = NZ_WIRE_HDR_LEN;
 
-	*mp = NULL;
-	if (k < 30 || (k < 45 && !fzm.n)) {
+	if (k < 45) {
 		uint64_t total = fz_below(r, 10) ? fz_below(r, 2048) :
 				 fz_below(r, 3 * UNIT);
-		struct fz_msg *m = fz_start(r, total);
-		int c = fz_chunks(total);
+		uint64_t units = total ? (total + UNIT - 1) / UNIT : 1;
+		uint64_t off = fz_below(r, (uint32_t)units) * (uint64_t)UNIT;
 
-		if (!m)
-			return 0;
-		*mp = m;
-		return fz_data(out, m, total ? fz_below(r, (uint32_t)c) * (uint64_t)UNIT : 0);
-	}
-	if (k < 40) {	/* a chunk of an unresolved message */
-		struct fz_msg *m = &fzm.m[fz_below(r, fzm.n)];
-
-		if (m->withdraw)
-			return 0;
-		*mp = m;
-		return fz_data(out, m, m->total ? fz_below(r, (uint32_t)fz_chunks(m->total)) *
-					     (uint64_t)UNIT : 0);
-	}
-	if (k < 45) {	/* a frame of a message over: anything goes */
-		struct fz_msg old = { .tag = 100 + fz_below(r, FZ_TAGS),
-				      .seq = fz_rnd(r),
-				      .total = fz_below(r, 3 * UNIT) };
-
-		if (!fzm.nrecent)
-			return 0;
-		old.id = fzm.recent[fz_below(r, fzm.nrecent < FZ_RECENT ?
-						  fzm.nrecent : FZ_RECENT)];
-		return fz_data(out, &old, old.total ? fz_below(r, (uint32_t)fz_chunks(old.total)) *
-						      (uint64_t)UNIT : 0);
-	}
-	if (k < 65) {
+		nz_frame_init(&f, NZ_FRAME_DATA);
+		/* Ids from 1000: those below are the fixed tests' own. */
+		f.data.msg_id = fz_below(r, 8) ? (*next_id)++ :
+				1000 + fz_below(r, (uint32_t)(*next_id - 999));	/* a duplicate */
+		f.data.tag = 100 + fz_below(r, 4);
+		f.data.tag_seq = fz_below(r, 4) ? f.data.msg_id : fz_rnd(r);
+		f.data.total = total;
+		f.data.offset = total ? off : 0;
+		f.len = (uint32_t)nz_wire_chunk_len(total, f.data.offset, 1, UNIT);
+		memset(out + NZ_WIRE_HDR_LEN, (int)(f.data.msg_id & 0xff), f.len);
+		n += f.len;
+	} else if (k < 65) {
 		nz_frame_init(&f, NZ_FRAME_ACK);
 		f.ack.msg_id = 1 + fz_below(r, 1000);
 		f.ack.offset = (uint64_t)fz_below(r, 4) * UNIT;
@@ -554,120 +346,16 @@ static size_t fz_frame(struct fz_rng *r, uint8_t *out, struct fz_msg **mp)
 	}
 	if (nz_wire_encode(&f, &lim, out, NZ_WIRE_HDR_LEN) != NZ_WIRE_HDR_LEN)
 		return 0;
-	return NZ_WIRE_HDR_LEN;
-}
-
-/*
- * Would the module close on this header (its own codec, and its rules)?
- * A frame the model cannot follow (a DATA or ABORT frame the mutation left
- * valid: a message of unknown id, tag or length) is not sent: *unmodelled.
- */
-static bool fz_malformed(const uint8_t *hdr, struct nz_frame *f, bool *unmodelled)
-{
-	*unmodelled = false;
-	if (nz_wire_decode_hdr(hdr, &lim, f))
-		return true;
-	if (!nz_wire_type_expected(NZ_WS_ESTABLISHED, f->type))
-		return true;
-	if (f->type == NZ_FRAME_CLOSE)
-		return true;
-	if (f->type == NZ_FRAME_DATA &&
-	    !nz_wire_chunk_ok(f->data.total, f->data.offset, f->len, UNIT))
-		return true;
-	*unmodelled = f->type == NZ_FRAME_DATA || f->type == NZ_FRAME_ABORT;
-	return false;
-}
-
-/* ABORT every message marked for it and not yet answered. */
-static size_t fz_withdrawals(uint8_t *out, size_t cap)
-{
-	size_t n = 0;
-
-	for (unsigned int i = 0; i < fzm.n && n + NZ_WIRE_HDR_LEN <= cap; i++) {
-		struct fz_msg *m = &fzm.m[i];
-		struct nz_frame f;
-
-		if (!m->withdraw || m->aborted)
-			continue;
-		nz_frame_init(&f, NZ_FRAME_ABORT);
-		f.abort.msg_id = m->id;
-		f.abort.tag = m->tag;
-		f.abort.tag_seq = m->seq;
-		f.abort.reason = ETIMEDOUT;
-		if (nz_wire_encode(&f, &lim, out + n, NZ_WIRE_HDR_LEN) == NZ_WIRE_HDR_LEN)
-			n += NZ_WIRE_HDR_LEN;
-	}
 	return n;
 }
 
-/*
- * The end of a connection with no malformed frame: withdraw what it left
- * unfinished, then ask for a heartbeat echo and read until it comes.  The
- * module handles a connection's frames in order, so the echo says it took
- * every one; on the way its ABORT_ACKs are noted.  0: echoed; -1: closed;
- * -2: no echo within ms.
- */
-static int fz_barrier(int fd, int ms)
+/* Read whatever the module sent (ACKs, heartbeats) without waiting. */
+static void fz_drain(int fd)
 {
-	static uint8_t out[FZ_OPEN * NZ_WIRE_HDR_LEN + NZ_WIRE_HDR_LEN];
-	uint8_t body[NZ_WIRE_HELLO_LEN];
-	uint64_t ts = 0x4e5a000000000000ULL | fz.conns;
-	struct nz_frame f;
-	size_t n;
-
-	for (unsigned int i = 0; i < fzm.n; i++)
-		if (!fz_whole(&fzm.m[i]))
-			fzm.m[i].withdraw = true;
-	n = fz_withdrawals(out, sizeof(out) - NZ_WIRE_HDR_LEN);
-	nz_frame_init(&f, NZ_FRAME_HEARTBEAT);
-	f.hb.ts_ns = ts;
-	f.hb.seq = NZ_HB_ECHO;
-	if (nz_wire_encode(&f, &lim, out + n, NZ_WIRE_HDR_LEN) != NZ_WIRE_HDR_LEN)
-		return -1;
-	n += NZ_WIRE_HDR_LEN;
-	if (write_all(fd, out, n))
-		return -1;
-	fz_short_timeout(fd, ms);
-	for (;;) {
-		uint8_t hdr[NZ_WIRE_HDR_LEN];
-
-		errno = 0;
-		if (read_all(fd, hdr, sizeof(hdr)))
-			return errno == EAGAIN || errno == EWOULDBLOCK ? -2 : -1;
-		if (nz_wire_decode_hdr(hdr, &lim, &f) || f.len > NZ_WIRE_HELLO_LEN ||
-		    read_all(fd, body, f.len) || nz_wire_decode_body(&f, body)) {
-			snprintf(fz_why, sizeof(fz_why),
-				 "a frame from the module we cannot read: type %u len %u",
-				 hdr[3], f.len);
-			return -1;
-		}
-		if (f.type == NZ_FRAME_ABORT_ACK) {
-			struct fz_msg *m = fz_find(f.abort.msg_id);
-
-			if (m)
-				m->aborted = true;
-		} else if (f.type == NZ_FRAME_HEARTBEAT_ACK && f.hb.ts_ns == ts) {
-			return 0;
-		}
-	}
-}
-
-/* Read until the module closes the connection, for at most ms. */
-static bool fz_closed_within(int fd, int ms)
-{
-	double end = fz_now() + ms / 1000.0;
 	char buf[4096];
-	ssize_t n;
 
-	fz_short_timeout(fd, 200);
-	while (fz_now() < end) {
-		n = read(fd, buf, sizeof(buf));
-		if (n == 0 || (n < 0 && errno == ECONNRESET))
-			return true;
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return true;
-	}
-	return false;
+	while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		;
 }
 
 /* A mutated HELLO from a peer without the secret, after its CHALLENGE. */
@@ -787,120 +475,66 @@ static void fz_unauth(struct fz_rng *r, const struct job *j, uint64_t frames)
 	}
 }
 
-/* Messages of a connection that ended unforeseen: any outcome will do. */
-static void fz_uncertain(unsigned int conn)
-{
-	for (unsigned int i = 0; i < fzm.n; i++)
-		if (fzm.m[i].conn == conn) {
-			fzm.m[i].uncertain = true;
-			fzm.m[i].withdraw = true;
-		}
-}
-
 /* The peer that knows the secret: frame streams, some ending in a bad one. */
-static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames,
-		    double ts)
+static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames)
 {
 	static uint8_t buf[1 << 20];
-	struct timeval tv = { .tv_sec = (time_t)(10 * ts) };
+	uint64_t next_id = 1000;
 
 	while (fz.frames < frames) {
 		unsigned int k, nframes = 1 + fz_below(r, 200);
-		unsigned int conn = (unsigned int)fz.conns;
-		bool bad = false, failed = false, last_mutated = false;
-		unsigned int last_type = 0;
-		size_t len;
-		int fd = connect_rail(), ret;
+		bool bad = false;
+		size_t len = 0;
+		int fd = connect_rail();
 
 		if (fd < 0 || handshake(fd, j, j->secret)) {
 			if (fd >= 0)
 				close(fd);
-			fz_fail("handshake %" PRIu64 " failed", fz.conns);
+			if (!fz.first[0])
+				snprintf(fz.first, sizeof(fz.first), "handshake %" PRIu64 " failed",
+					 fz.conns);
 			fz.open_bad++;
 			return;
 		}
 		fz.conns++;
-		/* A module that stops reading must not hang us: a stall. */
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		fz_why[0] = 0;
-		/* What the connection before left unfinished goes first. */
-		len = fz_withdrawals(buf, sizeof(buf) / 4);
-		for (k = 0; k < nframes && !bad && !failed; k++) {
-			uint8_t orig[NZ_WIRE_HDR_LEN];
-			bool unmodelled = false, mutated = false;
-			struct fz_msg *m;
-			struct nz_frame f;
+		for (k = 0; k < nframes && !bad; k++) {
 			size_t n;
+			struct nz_frame f;
 
-			if (len + NZ_WIRE_HDR_LEN + UNIT > sizeof(buf)) {
-				failed = write_all(fd, buf, len) != 0;
-				/* ACKs and echoes: read, so they never fill up */
-				while (recv(fd, orig, sizeof(orig), MSG_DONTWAIT) > 0)
-					;
+			if (len + NZ_WIRE_HDR_LEN + 3 * UNIT > sizeof(buf)) {
+				write_all(fd, buf, len);
+				fz_drain(fd);
 				len = 0;
-				continue;
 			}
-			n = fz_frame(r, buf + len, &m);
+			n = fz_frame(r, buf + len, &next_id);
 			if (!n)
 				continue;
 			if (k == nframes - 1 && fz_below(r, 3)) {
-				memcpy(orig, buf + len, sizeof(orig));
 				fz_mutate(r, buf + len);
-				mutated = memcmp(orig, buf + len, sizeof(orig)) != 0;
-				bad = fz_malformed(buf + len, &f, &unmodelled);
-				if (unmodelled) {
-					memcpy(buf + len, orig, sizeof(orig));
-					fz.unmodelled++;
-				} else {
-					/* the payload the damaged header announces, if sane */
-					if (!bad)
-						n = NZ_WIRE_HDR_LEN + (f.len <= UNIT ? f.len : 0);
-					m = NULL;
-				}
+				bad = fz_malformed(buf + len, &f);
+				/* the payload the damaged header announces, if sane */
+				if (!bad && f.len != n - NZ_WIRE_HDR_LEN)
+					n = NZ_WIRE_HDR_LEN + (f.len <= UNIT ? f.len : 0);
 			}
-			if (m && !nz_wire_decode_hdr(buf + len, &lim, &f))
-				m->sent |= 1u << (f.data.offset / UNIT);
-			last_type = buf[len + 3];
-			last_mutated = mutated && !unmodelled;
 			len += n;
 			fz.frames++;
 		}
-		if (failed || write_all(fd, buf, len)) {
-			ret = errno == EAGAIN || errno == EWOULDBLOCK ? -2 : -1;
-		} else if (bad) {
+		if (write_all(fd, buf, len) == 0 && bad) {
 			fz.bad_pred++;
-			if (fz_closed_within(fd, (int)(3000 * ts))) {
+			fz_short_timeout(fd, 3000);
+			if (closed_by_peer(fd)) {
 				fz.closed_bad++;
 			} else {
 				fz.open_bad++;
-				fz_fail("connection %u: a malformed frame (type %u) did not close it",
-					conn, last_type);
+				if (!fz.first[0])
+					snprintf(fz.first, sizeof(fz.first),
+						 "connection %" PRIu64 ": a malformed frame did not close it",
+						 fz.conns);
 			}
-			ret = 0;
 		} else {
-			ret = fz_barrier(fd, (int)(10000 * ts));
-		}
-		if (ret == -1) {
-			fz.closed_good++;
-			fz_fail("connection %u closed without a malformed frame (%s; its last frame type %u%s)",
-				conn, fz_why[0] ? fz_why : "closed", last_type,
-				last_mutated ? ", mutated" : "");
-		} else if (ret == -2) {
-			fz.stalls++;
-			fz_fail("connection %u: the module stopped reading for %.0f s", conn,
-				10 * ts);
+			fz_drain(fd);
 		}
 		close(fd);
-		if (ret)
-			fz_uncertain(conn);
-		/* The next connection withdraws what this one left unfinished. */
-		for (k = 0; k < fzm.n; k++)
-			if (!fz_whole(&fzm.m[k]))
-				fzm.m[k].withdraw = true;
-		/* Every receive posted now: a message that came first waits. */
-		for (k = 0; k < FZ_TAGS; k++)
-			fz_post(100 + k, UINT64_MAX);
-		fz_reap((int)(5000 * ts));
 	}
 }
 
@@ -916,16 +550,10 @@ static void fz_phase(const struct job *j, struct nz_queue *q, uint32_t comm_id,
 	struct nz_sqe cmd = { 0 };
 	uint8_t *area = malloc(3 * UNIT), *rbuf = area + UNIT, *payload = malloc(UNIT);
 	uint8_t hdr[NZ_WIRE_HDR_LEN];
-	double t0 = fz_now(), t1, ts = 1;
+	double t0 = fz_now(), t1;
 	bool canary_ok = true;
 	int fd, ret, i;
 
-	/* NZ_TIME_SCALE: how much slower this guest's kernel is (vm.sh). */
-	if (getenv("NZ_TIME_SCALE") && atof(getenv("NZ_TIME_SCALE")) >= 1)
-		ts = atof(getenv("NZ_TIME_SCALE"));
-	fzm.q = q;
-	fzm.comm_id = comm_id;
-	fzm.next_id = 3;	/* 1 and 2 went before */
 	fz_rnd(&r);
 	fz_unauth(&r, j, unauth);
 	tap_ok(fz.hs_open == 0 && fz.hs_conns > 0,
@@ -935,26 +563,11 @@ static void fz_phase(const struct job *j, struct nz_queue *q, uint32_t comm_id,
 	       "wire fuzz, no secret: refusals counted (+%lld for %" PRIu64 ")",
 	       sysfs_rail("handshakes_refused") - refused0, fz.hs_closed);
 	fz.first[0] = 0;
-	fz_auth(&r, j, frames, ts);
-	/* Withdraw what the last connection left, then every receive ends. */
-	fd = connect_rail();
-	if (fd < 0 || handshake(fd, j, j->secret) || fz_barrier(fd, (int)(10000 * ts)))
-		fz_fail("the connection that withdraws the last messages failed");
-	if (fd >= 0)
-		close(fd);
-	fz_reap((int)(10000 * ts));
+	fz_auth(&r, j, frames);
 	t1 = fz_now();
 	tap_ok(fz.open_bad == 0,
 	       "wire fuzz, with the secret: %" PRIu64 " frames in %" PRIu64 " connections, each of the %" PRIu64 " malformed closed its connection%s%s",
 	       fz.frames - unauth, fz.conns, fz.bad_pred, fz.first[0] ? ": " : "", fz.first);
-	tap_ok(fz.closed_good == 0 && fz.stalls == 0,
-	       "wire fuzz: no connection without a malformed frame closed (%" PRIu64 ") or stalled (%" PRIu64 ")",
-	       fz.closed_good, fz.stalls);
-	tap_ok(fz.wrong == 0 && fzm.n == 0 && fz.delivered > 0 && fz.withdrawn > 0,
-	       "wire fuzz: every message ended as the model says: %" PRIu64 " delivered intact, %" PRIu64 " withdrawn (ECONNABORTED), %" PRIu64 " wrong, %u never ended",
-	       fz.delivered, fz.withdrawn, fz.wrong, fzm.n);
-	tap_diag("wire fuzz: ids %d..%" PRIu64 ", %" PRIu64 " mutated frames the model cannot follow sent unmutated",
-		 3, fzm.next_id - 1, fz.unmodelled);
 	usleep(300 * 1000);
 	tap_ok(sysfs_rail("errors") - errors0 >= (long long)fz.closed_bad,
 	       "wire fuzz: malformed frames counted as connection errors (+%lld for %" PRIu64 ")",
@@ -980,7 +593,7 @@ static void fz_phase(const struct job *j, struct nz_queue *q, uint32_t comm_id,
 	cmd.xfer.peer = 1;
 	nz_queue_prep(q, NZ_CMD_RECV, &cmd, 78, -1);
 	nz_queue_submit(q);
-	data_frame(hdr, fzm.next_id, 77, UNIT, 0, UNIT);	/* the next id */
+	data_frame(hdr, 5, 77, UNIT, 0, UNIT);	/* in the receive window */
 	ret = ret || write_all(fd, hdr, sizeof(hdr)) || write_all(fd, payload, UNIT);
 	ret = ret || nz_queue_wait(q, &cqe, 8000);
 	for (i = 0; i < 3 * UNIT; i++)
@@ -1183,7 +796,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct nz_queue_opts qo = { .entries = 256 };
+	struct nz_queue_opts qo = { .entries = 8 };
 	struct nz_comm_create cc = { 0 };
 	struct nz_comm_addr addrs[2] = { 0 };
 	struct nz_comm_wait w = { 0 };
