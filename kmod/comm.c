@@ -416,12 +416,14 @@ static void nz_comm_destroy(struct nz_comm *comm)
 	 * The ACK of the last message we received may still be queued: a
 	 * transport's close sends its CLOSE after what it wrote but drops
 	 * what is queued, and the sender, told that we left, would fail the
-	 * send we received whole.  Let the queues drain first, bounded: a
-	 * peer that does not read any more must not hold us.
+	 * send we received whole.  An ACK already written on a path that
+	 * went down is lost: DONE says on every path still up what we have.
+	 * Let the queues drain first, bounded: a peer that does not read any
+	 * more must not hold us.
 	 */
 	for (r = 0; r < comm->size; r++)
 		if (comm->peers[r])
-			nz_peer_kick_all(comm->peers[r]);
+			nz_peer_confirm_done(comm->peers[r]);
 	wait_event_timeout(comm->waitq, nz_comm_ctrl_flushed(comm),
 			   msecs_to_jiffies(NZ_FLUSH_MS));
 	/*

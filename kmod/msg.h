@@ -44,5 +44,6 @@ void nz_chunks_free_list(struct list_head *chunks);
 int nz_conn_rx_ack(struct nz_conn *conn, const struct nz_frame_ack *a);
 int nz_conn_rx_abort_ack(struct nz_conn *conn, const struct nz_frame_abort *a);
 int nz_conn_rx_refuse(struct nz_conn *conn, const struct nz_frame_abort *a);
+int nz_conn_rx_done(struct nz_conn *conn, const struct nz_frame_done *d);
 
 #endif /* _NZ_MSG_H */

@@ -33,6 +33,7 @@ struct nz_rail_stats {
 	atomic64_t false_suspects;	/* suspect paths that echoed at once */
 	atomic64_t resent;		/* chunks moved to other connections */
 	atomic64_t acks_late;		/* ACKs of chunks moved off their conn */
+	atomic64_t sends_confirmed;	/* completed by a leaver's DONE */
 	atomic64_t ctrl_dropped;	/* ACKs/echoes past max_ctrl_frames */
 	atomic64_t hb_frames;		/* probes and echoes queued */
 	atomic64_t last_failover_ms;	/* boot-time ms of the last; 0 never */

@@ -80,6 +80,76 @@ static bool nz_conn_queue_ctrl(struct nz_conn *conn, struct nz_ctrl *c)
 }
 
 /*
+ * Leaving the job (nz_comm_destroy()): tell the peer, on every path still
+ * up and ahead of our CLOSE, which of its messages we finished -- DONE,
+ * the REFUSEs we keep a record of going first, so that a refused message
+ * fails rather than completes.  An ACK written on a path that went down
+ * is lost with it; the sender would resend that chunk on another path,
+ * but we will not be there to answer it.  Nothing to say to a peer that
+ * sent us nothing.  Best effort: without memory, the sender's send fails
+ * as before (-ECONNRESET).
+ */
+void nz_peer_confirm_done(struct nz_peer *p)
+{
+	struct nz_ctrl *c, *tmp;
+	struct nz_abort *r;
+	u32 nrails = p->comm->nrails, up, refused, s;
+	unsigned int have = 0, need, i;
+	u64 base, mask = 0;
+	LIST_HEAD(pool);
+
+	for (;;) {
+		spin_lock_bh(&p->lock);
+		base = p->rxwin.base;
+		refused = 0;
+		list_for_each_entry(r, &p->refusals, node)
+			refused++;
+		for (s = 0, up = 0; s < nrails; s++)
+			up += p->conns[s].state == NZ_CONN_UP;
+		need = up * (refused + 1);
+		if (base == 1 || have >= need)
+			break;
+		spin_unlock_bh(&p->lock);
+		for (; have < need; have++) {
+			c = kzalloc(sizeof(*c), GFP_KERNEL);
+			if (!c)
+				goto out_free;
+			list_add(&c->node, &pool);
+		}
+	}
+	for (i = 0; base > 1 && i < NZ_DONE_MASK_BITS; i++)
+		if (nz_seqwin_is_done(&p->rxwin, base + i))
+			mask |= BIT_ULL(i);
+	for (s = 0; base > 1 && s < nrails; s++) {
+		struct nz_conn *conn = &p->conns[s];
+
+		if (conn->state != NZ_CONN_UP)
+			continue;
+		list_for_each_entry(r, &p->refusals, node) {
+			c = list_first_entry(&pool, struct nz_ctrl, node);
+			nz_frame_init(&c->f, NZ_FRAME_REFUSE);
+			c->f.abort.msg_id = r->msg_id;
+			c->f.abort.reason = r->reason;
+			list_del(&c->node);
+			if (!nz_conn_queue_ctrl(conn, c))
+				list_add(&c->node, &pool);
+		}
+		c = list_first_entry(&pool, struct nz_ctrl, node);
+		nz_frame_init(&c->f, NZ_FRAME_DONE);
+		c->f.done.base = base;
+		c->f.done.mask = mask;
+		list_del(&c->node);
+		if (!nz_conn_queue_ctrl(conn, c))
+			list_add(&c->node, &pool);
+	}
+	spin_unlock_bh(&p->lock);
+	nz_peer_kick_all(p);
+out_free:
+	list_for_each_entry_safe(c, tmp, &pool, node)
+		kfree(c);
+}
+
+/*
  * A connection held back for want of budget (no receive posted for the
  * message at its head, the peer's unexpected messages filling the budget)
  * for a whole timeout: its message is refused instead of holding the path
@@ -596,6 +666,8 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 		return nz_conn_rx_abort_ack(conn, &f->abort);
 	case NZ_FRAME_REFUSE:
 		return nz_conn_rx_refuse(conn, &f->abort);
+	case NZ_FRAME_DONE:
+		return nz_conn_rx_done(conn, &f->done);
 	case NZ_FRAME_CLOSE:
 		/* The peer left the job in order, or refused us. */
 		return f->close.reason == NZ_CLOSE_NORMAL ? -ESHUTDOWN :

@@ -178,6 +178,8 @@ NZ_RAIL_ATTR(false_suspects, "%lld",
 	     atomic64_read(&rail->stats.false_suspects));
 NZ_RAIL_ATTR(chunks_resent, "%lld", atomic64_read(&rail->stats.resent));
 NZ_RAIL_ATTR(acks_late, "%lld", atomic64_read(&rail->stats.acks_late));
+NZ_RAIL_ATTR(sends_confirmed, "%lld",
+	     atomic64_read(&rail->stats.sends_confirmed));
 NZ_RAIL_ATTR(ctrl_dropped, "%lld",
 	     atomic64_read(&rail->stats.ctrl_dropped));
 NZ_RAIL_ATTR(hb_frames, "%lld", atomic64_read(&rail->stats.hb_frames));
@@ -212,6 +214,7 @@ static struct attribute *nz_rail_stats_attrs[] = {
 	&nz_rail_attr_false_suspects.attr,
 	&nz_rail_attr_chunks_resent.attr,
 	&nz_rail_attr_acks_late.attr,
+	&nz_rail_attr_sends_confirmed.attr,
 	&nz_rail_attr_ctrl_dropped.attr,
 	&nz_rail_attr_hb_frames.attr,
 	&nz_rail_attr_last_failover_ms.attr,

@@ -2,8 +2,8 @@
 /*
  * The transmit path: the next frame for a connection (control frames,
  * ABORTs, chunks), a chunk's write done or abandoned, chunks moved off a
- * lost connection; and the sender's side of the answers: ACK, ABORT_ACK
- * and REFUSE.
+ * lost connection; and the sender's side of the answers: ACK, ABORT_ACK,
+ * REFUSE and DONE.
  */
 #include <linux/module.h>
 #include <linux/error-injection.h>
@@ -154,6 +154,74 @@ int nz_conn_rx_refuse(struct nz_conn *conn, const struct nz_frame_abort *a)
 	kfree(ab);
 	if (complete)
 		nz_msg_complete(m);
+	return 0;
+}
+
+static bool nz_done_names(const struct nz_frame_done *d, u64 msg_id)
+{
+	u64 i = msg_id - d->base;
+
+	return msg_id < d->base ||
+	       (i < NZ_DONE_MASK_BITS && (d->mask & BIT_ULL(i)));
+}
+
+/* Under p->lock: take every chunk of a finished send off its list. */
+static void nz_peer_unlist_done_chunks(struct nz_peer *p, struct list_head *l,
+				       struct nz_conn *owner,
+				       struct list_head *dead)
+{
+	struct nz_chunk *ch, *tmp;
+
+	list_for_each_entry_safe(ch, tmp, l, node) {
+		if (!ch->msg->done)
+			continue;
+		list_del(&ch->node);
+		if (owner)
+			owner->inflight_bytes -= ch->len;
+		/* Its writer frees it (nz_conn_tx_done()). */
+		if (ch->busy)
+			ch->acked = true;
+		else
+			list_add_tail(&ch->node, dead);
+	}
+}
+
+/*
+ * The receiver leaves the job and says which of our messages it finished
+ * (DONE, ahead of its CLOSE on this path).  Those complete now, whatever
+ * chunks we still hold of them: their ACKs may have gone down with a path
+ * we lost meanwhile, and once the CLOSE of the receiver's last path came,
+ * such a send failed with -ECONNRESET although it was delivered.  A
+ * message it refused had its REFUSE sent first and is done already.
+ */
+int nz_conn_rx_done(struct nz_conn *conn, const struct nz_frame_done *d)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_msg *m, *tmp;
+	LIST_HEAD(done);
+	LIST_HEAD(dead);
+	u32 n = 0, s;
+
+	spin_lock_bh(&p->lock);
+	list_for_each_entry_safe(m, tmp, &p->tx_msgs, node) {
+		if (!nz_done_names(d, m->msg_id))
+			continue;
+		n++;
+		if (nz_msg_set_done(m, m->total))
+			list_add_tail(&m->node, &done);
+	}
+	if (n) {
+		p->last_progress = jiffies;
+		for (s = 0; s < p->comm->nrails; s++)
+			nz_peer_unlist_done_chunks(p, &p->conns[s].chunks,
+						   &p->conns[s], &dead);
+		nz_peer_unlist_done_chunks(p, &p->resend, NULL, &dead);
+	}
+	spin_unlock_bh(&p->lock);
+	if (n)
+		atomic64_add(n, &conn->rail->stats.sends_confirmed);
+	nz_complete_list(&done);
+	nz_chunks_free_list(&dead);
 	return 0;
 }
 

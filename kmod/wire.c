@@ -41,6 +41,9 @@ enum {
 	NZ_OFF_AB_TAG_SEQ	= 24,
 	NZ_OFF_AB_REASON	= 32,
 	NZ_OFF_RF_REASON	= 16,	/* REFUSE */
+
+	NZ_OFF_DN_BASE		= 8,	/* DONE */
+	NZ_OFF_DN_MASK		= 16,
 };
 
 /* HELLO body, relative to the end of the header. */
@@ -73,6 +76,7 @@ static const u8 nz_area_end[__NZ_FRAME_MAX] = {
 	[NZ_FRAME_ABORT]		= NZ_OFF_AB_REASON + 4,
 	[NZ_FRAME_ABORT_ACK]		= NZ_OFF_MSG_ID + 8,
 	[NZ_FRAME_REFUSE]		= NZ_OFF_RF_REASON + 4,
+	[NZ_FRAME_DONE]			= NZ_OFF_DN_MASK + 8,
 };
 
 static const char *const nz_type_names[__NZ_FRAME_MAX] = {
@@ -87,6 +91,7 @@ static const char *const nz_type_names[__NZ_FRAME_MAX] = {
 	[NZ_FRAME_ABORT]		= "ABORT",
 	[NZ_FRAME_ABORT_ACK]		= "ABORT_ACK",
 	[NZ_FRAME_REFUSE]		= "REFUSE",
+	[NZ_FRAME_DONE]			= "DONE",
 };
 
 /* Domain labels: a HELLO MAC can never pass for a WELCOME MAC. */
@@ -190,6 +195,8 @@ static int nz_check_hdr(const struct nz_frame *f,
 		return nz_check_abort(f);
 	case NZ_FRAME_WELCOME:
 		return f->len || !f->welcome.incarnation ? -EPROTO : 0;
+	case NZ_FRAME_DONE:
+		return f->len || !f->done.base ? -EPROTO : 0;
 	case NZ_FRAME_CHALLENGE:
 	case NZ_FRAME_HEARTBEAT:
 	case NZ_FRAME_HEARTBEAT_ACK:
@@ -283,6 +290,10 @@ static void nz_put_area(const struct nz_frame *f, u8 *p)
 		put_unaligned_be64(f->abort.tag_seq, p + NZ_OFF_AB_TAG_SEQ);
 		put_unaligned_be32(f->abort.reason, p + NZ_OFF_AB_REASON);
 		break;
+	case NZ_FRAME_DONE:
+		put_unaligned_be64(f->done.base, p + NZ_OFF_DN_BASE);
+		put_unaligned_be64(f->done.mask, p + NZ_OFF_DN_MASK);
+		break;
 	}
 }
 
@@ -332,6 +343,10 @@ static void nz_get_area(struct nz_frame *f, const u8 *p)
 		f->abort.tag = get_unaligned_be64(p + NZ_OFF_AB_TAG);
 		f->abort.tag_seq = get_unaligned_be64(p + NZ_OFF_AB_TAG_SEQ);
 		f->abort.reason = get_unaligned_be32(p + NZ_OFF_AB_REASON);
+		break;
+	case NZ_FRAME_DONE:
+		f->done.base = get_unaligned_be64(p + NZ_OFF_DN_BASE);
+		f->done.mask = get_unaligned_be64(p + NZ_OFF_DN_MASK);
 		break;
 	}
 }
@@ -461,7 +476,7 @@ bool nz_wire_type_expected(enum nz_wire_state st, unsigned int type)
 		       type == NZ_FRAME_HEARTBEAT ||
 		       type == NZ_FRAME_HEARTBEAT_ACK ||
 		       type == NZ_FRAME_ABORT || type == NZ_FRAME_ABORT_ACK ||
-		       type == NZ_FRAME_REFUSE;
+		       type == NZ_FRAME_REFUSE || type == NZ_FRAME_DONE;
 	}
 	return false;
 }

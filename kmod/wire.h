@@ -21,7 +21,7 @@
 #include "nz_compat.h"
 
 #define NZ_WIRE_MAGIC		0x4e5a	/* "NZ" */
-#define NZ_WIRE_VERSION		3	/* 2: ABORT..REFUSE; 3: incarnation */
+#define NZ_WIRE_VERSION		4	/* 2: ABORT..REFUSE; 3: incarnation; 4: DONE */
 #define NZ_WIRE_HDR_LEN		48
 #define NZ_WIRE_NONCE_LEN	16
 #define NZ_WIRE_MAC_LEN		32
@@ -47,6 +47,7 @@ enum nz_frame_type {
 	NZ_FRAME_ABORT		= 9,	/* sender gave up on a message */
 	NZ_FRAME_ABORT_ACK	= 10,	/* receiver took note of an ABORT */
 	NZ_FRAME_REFUSE		= 11,	/* receiver will not deliver a message */
+	NZ_FRAME_DONE		= 12,	/* a leaving receiver: what it has */
 	__NZ_FRAME_MAX,
 };
 
@@ -146,6 +147,20 @@ struct nz_frame_abort {
 	u32	reason;		/* a positive errno: ABORT and REFUSE */
 };
 
+/*
+ * DONE: sent by a receiver that leaves the job, on every path still up and
+ * ahead of its CLOSE: every message of the sender with msg_id < base, and
+ * base + i for each bit i of mask, is finished on its side -- every byte
+ * arrived, or it was refused (the REFUSEs of those go first).  It stands
+ * for the ACKs that a path lost on its way down.
+ */
+#define NZ_DONE_MASK_BITS	64
+
+struct nz_frame_done {
+	u64	base;		/* >= 1: msg_id 0 is never used */
+	u64	mask;
+};
+
 /* A decoded frame, or one to encode. */
 struct nz_frame {
 	u8		type;		/* enum nz_frame_type */
@@ -160,6 +175,7 @@ struct nz_frame {
 		struct nz_frame_heartbeat	hb;
 		struct nz_frame_close		close;
 		struct nz_frame_abort		abort;
+		struct nz_frame_done		done;
 	};
 };
 

@@ -80,6 +80,8 @@ const struct nzst_metric nzst_rail_stats[] = {
 	  "Unacknowledged chunks handed to another connection." },
 	{ "acks_late", NZST_COUNTER, "late_acks", 1,
 	  "ACKs of chunks already moved off the connection that sent them." },
+	{ "sends_confirmed", NZST_COUNTER, "sends_confirmed", 1,
+	  "Sends completed by a leaving receiver's DONE (their ACKs were lost)." },
 	{ "ctrl_dropped", NZST_COUNTER, "control_frames_dropped", 1,
 	  "ACKs and echoes not queued: the peer read none of max_ctrl_frames." },
 	{ "hb_frames", NZST_COUNTER, "heartbeat_frames", 1,

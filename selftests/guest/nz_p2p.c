@@ -709,6 +709,136 @@ static int leave(int rounds, size_t len)
 }
 
 /*
+ * "unacked ROUNDS": ACKs lost with a path that goes down as the receiver
+ * leaves.  p2p.sh holds every frame rank 1 (the receiver) sends for 1 s
+ * (netem on both of its rails).  In each of ROUNDS jobs rank 0 sends 16
+ * empty messages at once, over both rails as the scheduler splits them
+ * (slot 1 carried none in 1 job of 8: the test asks for one job in which
+ * it did); rank 1 receives them and leaves at once, its ACKs, DONE and
+ * CLOSE still held back.  400 ms in, rank 0 sets rail slot 1 down -- as a
+ * rail deleted or a NIC unbound at that moment did in the churn suite on
+ * the debug kernel -- and the ACKs held on it are lost.  Every send must
+ * complete: rank 1's DONE on slot 0, ahead of its CLOSE there, says it
+ * has them all (wire version 4).  Before, the sends whose chunks went on
+ * slot 1 failed (ECONNRESET).  TAP on rank 0.
+ */
+#define UNACKED_MSGS 16
+
+/* nezhactl rail set RAIL STATE; 0 on success. */
+static int rail_set(const char *ctl, const char *rail, const char *state)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		execl(ctl, ctl, "rail", "set", rail, state, (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : -1;
+}
+
+static int unacked(int rounds)
+{
+	const char *base = getenv("MASTER_PORT"), *ctl = getenv("NZCTL");
+	int i, k, ret = 0, failed = 0, pending = 0, err = 0, now, on_r1 = 0;
+	struct nz_request *reqs[UNACKED_MSGS];
+	struct nz_status st[UNACKED_MSGS];
+	long long tx0[2], tx1[2];
+	static uint8_t none[1];
+	char port[16];
+	const char *r0, *r1;
+	struct nz_comm *c;
+	double t0;
+
+	if (!base || !ctl)
+		return 1;
+	rank = atoi(getenv("RANK") ? getenv("RANK") : "0");
+	peer = 1 - rank;
+	for (i = 0; i < rounds && !ret; i++) {
+		snprintf(port, sizeof(port), "%d", atoi(base) + 1 + i);
+		setenv("MASTER_PORT", port, 1);
+		ret = nz_comm_init_env(&c);
+		if (ret) {
+			tap_diag("round %d: %s", i, nz_last_error());
+			break;
+		}
+		if (nz_comm_nrails(c) < 2) {
+			tap_diag("round %d: %d rail", i, nz_comm_nrails(c));
+			ret = -EINVAL;
+			nz_comm_destroy(c);
+			break;
+		}
+		r0 = nz_comm_rail_name(c, 0);
+		r1 = nz_comm_rail_name(c, 1);
+		tx0[0] = rail_bytes(r0, "chunks_tx");
+		tx0[1] = rail_bytes(r1, "chunks_tx");
+		memset(st, 0, sizeof(st));
+		for (k = 0; k < UNACKED_MSGS && !ret; k++)
+			ret = rank ? nz_irecv(c, none, 0, peer, 7, &reqs[k]) :
+				     nz_isend(c, none, 0, peer, 7, &reqs[k]);
+		if (ret) {
+			tap_diag("round %d: start: %s", i, strerror(-ret));
+			nz_comm_destroy(c);
+			break;
+		}
+		if (rank) {
+			/* Leave the moment the last message is here. */
+			ret = nz_waitall(reqs, UNACKED_MSGS, st);
+			nz_comm_destroy(c);
+			if (ret)
+				tap_diag("round %d: receive: %s", i,
+					 strerror(-ret));
+			continue;
+		}
+		t0 = now_s();
+		usleep(400000);
+		now = 0;
+		for (k = 0; k < UNACKED_MSGS; k++) {
+			if (nz_test(reqs[k], &st[k]) == -EAGAIN)
+				now++;
+			else
+				reqs[k] = NULL;	/* freed, st[k] filled */
+		}
+		err |= rail_set(ctl, r1, "down");
+		tx1[0] = rail_bytes(r0, "chunks_tx");
+		tx1[1] = rail_bytes(r1, "chunks_tx");
+		printf("# round %d: %s set down after %.0f ms, %d sends pending then; chunks sent on %s %lld, on %s %lld\n",
+		       i, r1, (now_s() - t0) * 1e3, now, r0, tx1[0] - tx0[0],
+		       r1, tx1[1] - tx0[1]);
+		on_r1 += tx1[1] > tx0[1];
+		pending += now;
+		ret = nz_waitall(reqs, UNACKED_MSGS, st);
+		for (k = 0; k < UNACKED_MSGS; k++)
+			failed += st[k].error != 0;
+		if (ret)
+			tap_diag("round %d: a send failed: %s", i,
+				 strerror(-ret));
+		err |= rail_set(ctl, r1, "up");
+		nz_comm_destroy(c);
+	}
+	if (rank) {
+		/* p2p.sh removes the netem: its queue goes with it. */
+		sleep(2);
+		printf("# rank 1: %d of %d jobs, %s\n", i, rounds,
+		       ret ? strerror(-ret) : "ok");
+		return ret ? 1 : 0;
+	}
+	tap_ok(!err, "rail set down and up again (nezhactl)");
+	tap_ok(pending > 0 && on_r1 > 0,
+	       "%d of %d sends unacknowledged when slot 1 went down, which carried chunks in %d of %d jobs",
+	       pending, i * UNACKED_MSGS, on_r1, i);
+	tap_ok(!ret && i == rounds && !failed,
+	       "%d jobs: every send completed although its ACKs were lost (%d failed)",
+	       rounds, failed);
+	tap_plan(tap_n);
+	return tap_exit();
+}
+
+/*
  * "ratemeter SECONDS [AT COMMAND]": rank 0 streams 64 KiB messages, 64 in
  * flight, for SECONDS, then an empty one, and runs COMMAND (sh -c) AT
  * seconds in; rank 1 prints the throughput of every 250 ms ("rate
@@ -1169,6 +1299,8 @@ int main(int argc, char **argv)
 		return leave(atoi(argv[2]), strtoul(argv[3], NULL, 0));
 	if (argc == 2 && !strcmp(argv[1], "recover"))
 		return recover();
+	if (argc == 3 && !strcmp(argv[1], "unacked"))
+		return unacked(atoi(argv[2]));
 	ret = nz_comm_init_env(&c);
 	if ((argc == 3 && !strcmp(argv[1], "gapmeter")) ||
 	    ((argc == 3 || argc == 5) && !strcmp(argv[1], "ratemeter")) ||

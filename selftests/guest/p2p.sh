@@ -84,6 +84,21 @@ fi
 MASTER_PORT=29950 run_tap leave-lossy "$NZ_BIN/guest/nz_p2p" leave 40 2097152
 [ "$NZ_NODE" != 0 ] || for ifc in $NZ_IFS; do tc qdisc del dev "$ifc" root 2>/dev/null; done
 
+# ACKs lost with a path that goes down as the receiver leaves (nz_p2p.c,
+# "unacked"): guest 1, the receiver, holds every frame it sends for 1 s
+# (netem); guest 0 sets r1 down while the receiver's ACKs are held, 400 ms
+# after sending.  The receiver's DONE (wire version 4), ahead of its CLOSE
+# on r0, completes the sends; before, those that went on r1 failed, as in
+# the churn suite on the debug kernel.
+if [ "$NZ_NODE" = 1 ]; then
+	for ifc in $NZ_IFS; do
+		check "$ifc of guest 1: every frame held 1 s (netem)" \
+			tc qdisc replace dev "$ifc" root netem delay 1000ms limit 100000
+	done
+fi
+NZCTL=$CTL MASTER_PORT=30400 run_tap unacked "$NZ_BIN/guest/nz_p2p" unacked 4
+[ "$NZ_NODE" != 1 ] || for ifc in $NZ_IFS; do tc qdisc del dev "$ifc" root 2>/dev/null; done
+
 # The job key (Documentation/security.rst, "The rendezvous"): vm.sh hands
 # every guest the run's key in NEZHA_JOB_KEY_FILE, and every job above
 # used it.  Without a key there is no job; a rank with another key is

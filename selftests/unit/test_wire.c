@@ -119,6 +119,10 @@ static void mk(struct nz_frame *f, enum nz_frame_type type)
 	case NZ_FRAME_ABORT_ACK:
 		f->abort.msg_id = 0x0102030405060708ULL;
 		break;
+	case NZ_FRAME_DONE:
+		f->done.base = 0x0102030405060708ULL;
+		f->done.mask = 0xf1f2f3f4f5f6f7f8ULL;
+		break;
 	default:
 		break;
 	}
@@ -168,6 +172,9 @@ static bool same_frame(const struct nz_frame *a, const struct nz_frame *b)
 		       a->abort.tag == b->abort.tag &&
 		       a->abort.tag_seq == b->abort.tag_seq &&
 		       a->abort.reason == b->abort.reason;
+	case NZ_FRAME_DONE:
+		return a->done.base == b->done.base &&
+		       a->done.mask == b->done.mask;
 	}
 	return false;
 }
@@ -356,7 +363,7 @@ static bool t_header_constants(void)
 static bool t_golden_data(void)
 {
 	static const u8 want[NZ_WIRE_HDR_LEN] = {
-		0x4e, 0x5a, 0x03, 0x04, 0x00, 0x00, 0x10, 0x00,
+		0x4e, 0x5a, 0x04, 0x04, 0x00, 0x00, 0x10, 0x00,
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
 		0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
 		0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28,
@@ -374,7 +381,7 @@ static bool t_golden_data(void)
 static bool t_golden_hello(void)
 {
 	u8 want[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN] = {
-		0x4e, 0x5a, 0x03, 0x02, 0x00, 0x00, 0x00, 0x48,
+		0x4e, 0x5a, 0x04, 0x02, 0x00, 0x00, 0x00, 0x48,
 		0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8,	/* incarnation */
 	};
 	static const u8 ids[24] = {
@@ -471,6 +478,40 @@ static bool t_roundtrip_abort_frames(void)
 	CHECK(roundtrip(&f, &lim));
 	mk(&f, NZ_FRAME_REFUSE);
 	CHECK(roundtrip(&f, &lim));
+	return true;
+}
+
+/* Version 4's frame: what a leaving receiver has. */
+static bool t_golden_done_frame(void)
+{
+	struct nz_frame f;
+
+	mk(&f, NZ_FRAME_DONE);
+	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), 48);
+	CHECK_EQ(buf[2], 4);
+	CHECK_EQ(buf[3], 12);
+	CHECK_EQ(get_unaligned_be64(buf + 8), 0x0102030405060708ULL);
+	CHECK_EQ(get_unaligned_be64(buf + 16), 0xf1f2f3f4f5f6f7f8ULL);
+	CHECK(nz_all_zero_test(buf + 24, 24));
+	CHECK(roundtrip(&f, &lim));
+	f.done.base = 1;
+	f.done.mask = 0;
+	CHECK(roundtrip(&f, &lim));
+	return true;
+}
+
+/* Base 0 names no message; no body; reserved bytes zero. */
+static bool t_reject_done_frame(void)
+{
+	static const u8 zero8[8];
+	struct nz_frame f;
+
+	mk(&f, NZ_FRAME_DONE);
+	CHECK_EQ(decode_patched(&f, 8, zero8, 8), -EPROTO);
+	CHECK(len_rejected(NZ_FRAME_DONE));
+	CHECK(reserved_rejected(NZ_FRAME_DONE, 24));
+	f.done.base = 0;
+	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), -EPROTO);
 	return true;
 }
 
@@ -683,7 +724,7 @@ static bool t_reject_bad_magic(void)
 
 static bool t_reject_bad_version(void)
 {
-	static const u8 v[] = { 0, 1, 2, 4, 0xff };
+	static const u8 v[] = { 0, 1, 2, 3, 5, 0xff };
 	struct nz_frame f;
 	unsigned int i;
 
@@ -1219,17 +1260,17 @@ static bool t_mac_inputs_domain_separated(void)
 
 static bool t_type_expected(void)
 {
-	/* Rows: states; columns: types 0..12; '1' = expected. */
+	/* Rows: states; columns: types 0..13; '1' = expected. */
 	static const char *const table[] = {
-		[NZ_WS_CLIENT_WAIT_CHALLENGE]	= "0100000010000",
-		[NZ_WS_SERVER_WAIT_HELLO]	= "0010000010000",
-		[NZ_WS_CLIENT_WAIT_WELCOME]	= "0001000010000",
-		[NZ_WS_ESTABLISHED]		= "0000111111110",
+		[NZ_WS_CLIENT_WAIT_CHALLENGE]	= "01000000100000",
+		[NZ_WS_SERVER_WAIT_HELLO]	= "00100000100000",
+		[NZ_WS_CLIENT_WAIT_WELCOME]	= "00010000100000",
+		[NZ_WS_ESTABLISHED]		= "00001111111110",
 	};
 	unsigned int st, t;
 
 	for (st = 0; st < ARRAY_SIZE(table); st++) {
-		for (t = 0; t < 13; t++) {
+		for (t = 0; t < 14; t++) {
 			bool want = table[st][t] == '1';
 
 			if (nz_wire_type_expected(st, t) != want) {
@@ -1518,6 +1559,8 @@ static const struct {
 	T(golden_abort_frames),
 	T(roundtrip_abort_frames),
 	T(reject_abort_frames),
+	T(golden_done_frame),
+	T(reject_done_frame),
 	T(unit_ok),
 	T(unit_count),
 	T(chunk_zero_length),
