@@ -77,8 +77,9 @@ net_diag() {	# net_diag: this guest's view of its rails, as comments (after a fa
 meet() {	# meet NAME: wait (2 min at most) until every guest got here
 	local i
 	: >"$NZ_RUN/meet.$1.$NZ_NODE"
+	# Only this run's: vm.sh writes job.sh before any guest starts.
 	for ((i = 0; i < 1200; i++)); do
-		[ "$(find "$NZ_RUN" -maxdepth 1 -name "meet.$1.*" | wc -l)" -ge "$NZ_NODES" ] &&
+		[ "$(find "$NZ_RUN" -maxdepth 1 -name "meet.$1.*" -newer "$NZ_RUN/job.sh" | wc -l)" -ge "$NZ_NODES" ] &&
 			return 0
 		sleep 0.1
 	done

@@ -279,6 +279,13 @@ else
 	rm -rf "$outdir"/guest*.out
 	rm -f "$outdir"/guest*.{console,result,mon,qemu.log} "$outdir/host.log" "$outdir/job.sh" \
 		"$outdir/job.key" "$outdir/boot-hung"
+	# The guests' and the host script's rendezvous files (lib.sh's meet,
+	# the host requests): one left by an earlier run lets a guest through
+	# a meeting the other has not reached.  A suite run again in its
+	# directory (selftests/run.sh, after a hung boot or a clock jump, and
+	# the debug lane's runs) went on out of step.
+	rm -f "$outdir"/{meet,at,req,.req,done,.done,ready,.ready,stop,gap,dmesg}.* \
+		"$outdir"/{finished,restart.go,rdma-hold,ratemeter.txt}
 fi
 plain_path "$outdir"
 [ ${#outdir} -le 90 ] || die "OUTDIR path too long for the monitor sockets: $outdir"
