@@ -94,6 +94,9 @@ endif
 # target, built here as a standalone replayer (make fuzz builds the
 # libFuzzer one with clang when it is there).
 FUZZ_BINS  := $(B)/fuzz/nz_fuzz $(B)/fuzz/fuzz_wire
+# The instruction-counting TCG plugin (vm.sh -P; NZ_BENCH_INSNS=1 make
+# bench-cpu): a shared object QEMU loads.
+QEMU_PLUGIN := $(B)/tools/nz_insns.so
 WIRE_SRCS  := kmod/wire.c kmod/reasm.c
 
 # The torch.distributed backend (libnezha-user/torch/), built when
@@ -174,7 +177,11 @@ $(B)/tools/nezha-sim: tools/nezha-sim.c $(SIM_SRCS) $(SIM_HDRS) $(LIB_A)
 	@mkdir -p $(@D)
 	$(CC) $(UCFLAGS) -idirafter kmod -o $@ tools/nezha-sim.c $(SIM_SRCS) $(LIB_A) $(LIB_LDLIBS)
 
-tests: $(UNIT_BINS) $(GUEST_BINS) $(FUZZ_BINS)
+tests: $(UNIT_BINS) $(GUEST_BINS) $(FUZZ_BINS) $(QEMU_PLUGIN)
+
+$(QEMU_PLUGIN): tools/qemu/nz_insns.c
+	@mkdir -p $(@D)
+	$(CC) $(UCFLAGS) -fPIC -shared -fvisibility=hidden -o $@ $< -lpthread
 
 $(B)/fuzz/nz_fuzz: selftests/fuzz/nz_fuzz.c selftests/tap.h uapi/linux/nezha.h uapi/linux/nezha_netlink.h
 	@mkdir -p $(@D)

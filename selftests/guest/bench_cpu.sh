@@ -59,6 +59,7 @@ fi
 
 RES=$NZ_OUT/bench_cpu.results
 : >"$RES"
+rm -f "$NZ_OUT/insns.map" "$NZ_OUT"/kallsyms-*
 record() { echo "$1=$2" >>"$RES"; }
 IPERF_PORT=5201
 STEP_TMO=$((SECS * 4 + 180))
@@ -113,6 +114,35 @@ steady() {
 	}' "$1"
 }
 
+# With the instruction-counting plugin (vm.sh -P, NZ_INSNS=1): a marker
+# (nz_mark) at both ends of every measured run; the plugin writes the
+# guest instructions executed between the two to OUTDIR/guestG.insns.N.
+# insns.map says which N is which run and how many bytes the rails sent
+# and received meanwhile; kallsyms-NAME keeps the kernel's text symbols
+# of that run (the module's addresses change with every insmod), for
+# scripts/insn-profile.py.
+MARKS=0
+rails_bytes() {
+	local ifc v tx=0 rx=0
+	for ifc in "${nz_ifs[@]}"; do
+		read -r v <"/sys/class/net/$ifc/statistics/tx_bytes"; tx=$((tx + v))
+		read -r v <"/sys/class/net/$ifc/statistics/rx_bytes"; rx=$((rx + v))
+	done
+	echo "$tx $rx"
+}
+insn_mark() {	# insn_mark [NAME]: a marker; NAME: the end of that run
+	local tx0 rx0 tx1 rx1
+	[ "${NZ_INSNS:-0}" = 1 ] || return 0
+	[ -z "${1:-}" ] || read -r tx0 rx0 <"$NZ_OUT/insns.bytes"
+	"$NZ_BIN/guest/nz_mark"
+	MARKS=$((MARKS + 1))
+	read -r tx1 rx1 < <(rails_bytes)
+	echo "$tx1 $rx1" >"$NZ_OUT/insns.bytes"
+	[ -n "${1:-}" ] || return 0
+	echo "$MARKS $1 $((tx1 - tx0)) $((rx1 - rx0))" >>"$NZ_OUT/insns.map"
+	grep ' [tT] ' /proc/kallsyms >"$NZ_OUT/kallsyms-$1"
+}
+
 # measure NAME CMD...: run CMD with the sampler on, on both guests
 # (barriers before and after); records NAME_mbit, NAME_tx_cpu (sender's
 # s/GiB) and NAME_rx_cpu (receiver's).  CMD runs on both guests (each
@@ -124,8 +154,10 @@ measure() {
 	: >"$f"
 	sampler "$f" &
 	pid=$!
+	insn_mark
 	"$@"
 	rc=$?
+	insn_mark "$name"
 	kill "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	if [ "$NZ_NODE" = 0 ]; then mine=tx; else mine=rx; fi

@@ -70,7 +70,7 @@ echo "nz$node" >/etc/hostname
 } >/etc/hosts
 
 export NZ_NODE=$node NZ_NODES NZ_RAILS NZ_TOP NZ_RUN=$run NZ_MODULE_PARAMS
-export NZ_KO NZ_RDMA_KO NZ_TIME_SCALE
+export NZ_KO NZ_RDMA_KO NZ_TIME_SCALE NZ_INSNS
 export NZ_IFS="${ifs[*]}" NZ_ADDRS="${addrs[*]}"
 export NZ_OUT=$run/guest$node.out
 # The run's job key, written by vm.sh: every rendezvous of the run uses it.

@@ -4,7 +4,7 @@
 #
 # usage: selftests/qemu/vm.sh [-n GUESTS] [-r RAILS] [-t TIMEOUT_S] [-m MEM_MB]
 #            [-o OUTDIR] [-H HOST_SCRIPT] [-a "extra kernel cmdline"] [-B]
-#            [-s SPEED[,SPEED...]] [-c VCPUS] GUEST_SCRIPT [ARGS...]
+#            [-s SPEED[,SPEED...]] [-c VCPUS] [-P PLUGIN] GUEST_SCRIPT [ARGS...]
 #
 # -B (benchmarks): boot without the kernel's debugging allocator
 # (slub_debug), which the tests keep to catch memory errors but which
@@ -18,6 +18,10 @@
 #
 # -c: virtual CPUs per guest (default 1).  Under TCG each is a host thread:
 # more vCPUs than host cores only share them.
+#
+# -P: load the instruction-counting TCG plugin PLUGIN (tools/qemu/nz_insns.c)
+# into every guest's QEMU, writing OUTDIR/guestG.insns.N at the guest's
+# N-th marker (nz_mark); the guests see NZ_INSNS=1.
 #
 # NZ_BOOT_SILENCE=S (the debug lane): a guest whose console stays silent
 # for S seconds before its script began is taken for a hung boot: every
@@ -55,7 +59,8 @@ console_text() { sed 's/\r//g; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1b[a-z]//g; /^[[
 
 nodes=2 rails=2 timeout=300 mem=768 outdir='' host_script='' extra_cmdline='' speeds='' vcpus=1
 slub_debug=FZPU
-while getopts n:r:t:m:o:H:a:Bs:c:h opt; do
+plugin=
+while getopts n:r:t:m:o:H:a:Bs:c:P:h opt; do
 	case $opt in
 	n) nodes=$OPTARG ;;
 	r) rails=$OPTARG ;;
@@ -67,6 +72,7 @@ while getopts n:r:t:m:o:H:a:Bs:c:h opt; do
 	B) slub_debug='' ;;
 	s) speeds=$OPTARG ;;
 	c) vcpus=$OPTARG ;;
+	P) plugin=$(realpath "$OPTARG") || die "-P: no $OPTARG" ;;
 	*) usage ;;
 	esac
 done
@@ -278,7 +284,7 @@ else
 	outdir=$(realpath -e -- "$outdir")
 	rm -rf "$outdir"/guest*.out
 	rm -f "$outdir"/guest*.{console,result,mon,qemu.log} "$outdir/host.log" "$outdir/job.sh" \
-		"$outdir/job.key" "$outdir/boot-hung"
+		"$outdir/job.key" "$outdir/boot-hung" "$outdir"/guest*.insns.*
 	# The guests' and the host script's rendezvous files (lib.sh's meet,
 	# the host requests): one left by an earlier run lets a guest through
 	# a meeting the other has not reached.  A suite run again in its
@@ -308,6 +314,7 @@ done
 	# How much slower than Debian's the guest kernel is (the debug one:
 	# KASAN, lockdep...): tests that bound a time multiply by it.
 	printf 'NZ_TIME_SCALE=%q\n' "${NZ_TIME_SCALE:-1}"
+	printf 'NZ_INSNS=%q\n' "$([ -n "$plugin" ] && echo 1 || echo 0)"
 	printf 'NZ_ARGS=('
 	[ ${#guest_args[@]} -eq 0 ] || printf ' %q' "${guest_args[@]}"
 	printf ' )\n'
@@ -422,6 +429,7 @@ for ((g = 0; g < nodes; g++)); do
 		-serial "file:$outdir/guest$g.console"
 		-serial "file:$outdir/guest$g.result"
 		-monitor "unix:$outdir/guest$g.mon,server=on,wait=off")
+	[ -z "$plugin" ] || qemu+=(-plugin "file=$plugin,out=$outdir/guest$g.insns")
 	for ((r = 0; r < rails; r++)); do
 		link=''
 		if [ ${#speed[@]} -gt 0 ]; then
