@@ -18,6 +18,11 @@
  *
  *   qemu-system-x86_64 ... -plugin file=nz_insns.so,out=PREFIX
  *
+ * Exact with one vCPU per guest (bench-cpu's default).  With more, vCPUs
+ * running the same block add to its counter unlocked (QEMU's inline add is
+ * not atomic) and may lose a count now and then, and the dump at a marker
+ * races the other vCPUs' counting.
+ *
  * Built against QEMU's plugin ABI version 1 (QEMU 7.x), which Debian ships
  * without its header: the few declarations used are below.
  */
