@@ -71,21 +71,28 @@ say "node $NZ_NODE: $(nproc) vCPU(s), rails ${NZ_IFS}, unshaped; $SIZE messages 
 
 # ---- the sampler --------------------------------------------------------
 
+# rails_bytes: the bytes the rails sent and received so far, summed, into
+# the caller's tx and rx (shell built-ins only: no fork).
+rails_bytes() {
+	local ifc v
+	tx=0 rx=0
+	for ifc in "${nz_ifs[@]}"; do
+		read -r v <"/sys/class/net/$ifc/statistics/tx_bytes"; tx=$((tx + v))
+		read -r v <"/sys/class/net/$ifc/statistics/rx_bytes"; rx=$((rx + v))
+	done
+}
+
 # sampler FILE: every 200 ms, "uptime_cs busy_ticks tx_bytes rx_bytes"
 # (ticks of USER_HZ, bytes summed over the rails), until killed.  Only
 # shell built-ins in the loop, so that it costs next to nothing.
 sampler() {
-	local out=$1 up ifc us ni sy id io irq si st busy tx rx v fifo
+	local out=$1 up us ni sy id io irq si st busy tx rx fifo
 	fifo=$(mktemp -u) && mkfifo "$fifo" && exec 7<>"$fifo" && rm -f "$fifo"
 	while :; do
 		read -r up _ </proc/uptime
 		read -r _ us ni sy id io irq si st _ </proc/stat
 		busy=$((us + ni + sy + irq + si + st))
-		tx=0 rx=0
-		for ifc in "${nz_ifs[@]}"; do
-			read -r v <"/sys/class/net/$ifc/statistics/tx_bytes"; tx=$((tx + v))
-			read -r v <"/sys/class/net/$ifc/statistics/rx_bytes"; rx=$((rx + v))
-		done
+		rails_bytes
 		echo "${up/./} $busy $tx $rx" >>"$out"
 		read -r -t 0.2 -u 7 _
 	done
@@ -121,25 +128,17 @@ steady() {
 # and received meanwhile; kallsyms-NAME keeps the kernel's text symbols
 # of that run (the module's addresses change with every insmod), for
 # scripts/insn-profile.py.
-MARKS=0
-rails_bytes() {
-	local ifc v tx=0 rx=0
-	for ifc in "${nz_ifs[@]}"; do
-		read -r v <"/sys/class/net/$ifc/statistics/tx_bytes"; tx=$((tx + v))
-		read -r v <"/sys/class/net/$ifc/statistics/rx_bytes"; rx=$((rx + v))
-	done
-	echo "$tx $rx"
-}
+MARKS=0 MARK_TX=0 MARK_RX=0
 insn_mark() {	# insn_mark [NAME]: a marker; NAME: the end of that run
-	local tx0 rx0 tx1 rx1
+	local tx rx
 	[ "${NZ_INSNS:-0}" = 1 ] || return 0
-	[ -z "${1:-}" ] || read -r tx0 rx0 <"$NZ_OUT/insns.bytes"
 	"$NZ_BIN/guest/nz_mark"
 	MARKS=$((MARKS + 1))
-	read -r tx1 rx1 < <(rails_bytes)
-	echo "$tx1 $rx1" >"$NZ_OUT/insns.bytes"
+	rails_bytes
+	[ -z "${1:-}" ] ||
+		echo "$MARKS $1 $((tx - MARK_TX)) $((rx - MARK_RX))" >>"$NZ_OUT/insns.map"
+	MARK_TX=$tx MARK_RX=$rx
 	[ -n "${1:-}" ] || return 0
-	echo "$MARKS $1 $((tx1 - tx0)) $((rx1 - rx0))" >>"$NZ_OUT/insns.map"
 	grep ' [tT] ' /proc/kallsyms >"$NZ_OUT/kallsyms-$1"
 }
 
