@@ -342,6 +342,7 @@ bool nz_conn_rx_data_release(struct nz_conn *conn, struct nz_rx_dest *d);
 void nz_peer_release_writers(struct nz_peer *p);
 int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f);
 void nz_peer_confirm_done(struct nz_peer *p);	/* leaving: DONE */
+bool nz_conn_done_frame(struct nz_conn *conn, struct nz_frame *f);
 
 /* Transport -> comm: transmit path. */
 struct nz_tx_item {

@@ -421,6 +421,11 @@ void nz_rdma_teardown(struct nz_rdma_conn *rc, bool bye, bool in_destroy)
 	cancel_work_sync(&rc->rx_work);
 	cancel_work_sync(&rc->tx_work);
 	if (rc->qp_init) {
+		struct nz_frame done;
+
+		/* What we have first (DONE): what is still queued is dropped. */
+		if (bye && rc->conn && nz_conn_done_frame(rc->conn, &done))
+			nz_rdma_send_ctl(rc, &done, false);
 		if (bye)
 			nz_rdma_send_close(rc, NZ_CLOSE_NORMAL);
 		/* What is posted (a CLOSE, a refusal) should reach the peer. */

@@ -80,71 +80,82 @@ static bool nz_conn_queue_ctrl(struct nz_conn *conn, struct nz_ctrl *c)
 }
 
 /*
- * Leaving the job (nz_comm_destroy()): tell the peer, on every path still
- * up and ahead of our CLOSE, which of its messages we finished -- DONE,
- * the REFUSEs we keep a record of going first, so that a refused message
- * fails rather than completes.  An ACK written on a path that went down
- * is lost with it; the sender would resend that chunk on another path,
- * but we will not be there to answer it.  Nothing to say to a peer that
- * sent us nothing.  Best effort: without memory, the sender's send fails
- * as before (-ECONNRESET).
+ * What a leaving receiver says it has (DONE): every message of the peer
+ * from floor up to base, and base + i for each bit i of mask at or above
+ * floor, is finished here.  A refused message is never named -- its send
+ * must fail, not complete -- so floor is just above the newest refusal we
+ * keep a record of (a sender never has older ones in flight than the
+ * window behind it).  False when there is nothing to say (the peer sent
+ * us nothing).  Under p->lock.
+ */
+static bool nz_peer_done(struct nz_peer *p, struct nz_frame *f)
+{
+	u64 base = p->rxwin.base, floor = 1, mask = 0, i;
+	struct nz_abort *r;
+
+	lockdep_assert_held(&p->lock);
+	list_for_each_entry(r, &p->refusals, node)
+		floor = max(floor, r->msg_id + 1);
+	for (i = 0; i < NZ_DONE_MASK_BITS; i++)
+		if (base + i >= floor && nz_seqwin_is_done(&p->rxwin, base + i))
+			mask |= BIT_ULL(i);
+	if (floor >= base && !mask)
+		return false;
+	nz_frame_init(f, NZ_FRAME_DONE);
+	f->done.base = base;
+	f->done.mask = mask;
+	f->done.floor = floor;
+	return true;
+}
+
+/* For a transport writing its last frames on conn: DONE, if any. */
+bool nz_conn_done_frame(struct nz_conn *conn, struct nz_frame *f)
+{
+	struct nz_peer *p = conn->peer;
+	bool ret;
+
+	spin_lock_bh(&p->lock);
+	ret = nz_peer_done(p, f);
+	spin_unlock_bh(&p->lock);
+	return ret;
+}
+
+/*
+ * Leaving the job (nz_comm_destroy()): DONE on every path up now, behind
+ * the ACKs still queued.  An ACK written on a path that went down is lost
+ * with it; the sender would resend that chunk on another path, but we
+ * will not be there to answer.  The transports write DONE once more right
+ * before their CLOSE (nz_conn_done_frame()): what is still queued when
+ * the wait for it runs out is dropped, and a path may come up meanwhile.
+ * Best effort: without memory the sender's send fails as before.
  */
 void nz_peer_confirm_done(struct nz_peer *p)
 {
 	struct nz_ctrl *c, *tmp;
-	struct nz_abort *r;
-	u32 nrails = p->comm->nrails, up, refused, s;
-	unsigned int have = 0, need, i;
-	u64 base, mask = 0;
+	u32 nrails = p->comm->nrails, s;
 	LIST_HEAD(pool);
+	struct nz_frame f;
+	bool say;
 
-	for (;;) {
-		spin_lock_bh(&p->lock);
-		base = p->rxwin.base;
-		refused = 0;
-		list_for_each_entry(r, &p->refusals, node)
-			refused++;
-		for (s = 0, up = 0; s < nrails; s++)
-			up += p->conns[s].state == NZ_CONN_UP;
-		need = up * (refused + 1);
-		if (base == 1 || have >= need)
+	for (s = 0; s < nrails; s++) {
+		c = kzalloc(sizeof(*c), GFP_KERNEL);
+		if (!c)
 			break;
-		spin_unlock_bh(&p->lock);
-		for (; have < need; have++) {
-			c = kzalloc(sizeof(*c), GFP_KERNEL);
-			if (!c)
-				goto out_free;
-			list_add(&c->node, &pool);
-		}
+		list_add(&c->node, &pool);
 	}
-	for (i = 0; base > 1 && i < NZ_DONE_MASK_BITS; i++)
-		if (nz_seqwin_is_done(&p->rxwin, base + i))
-			mask |= BIT_ULL(i);
-	for (s = 0; base > 1 && s < nrails; s++) {
-		struct nz_conn *conn = &p->conns[s];
-
-		if (conn->state != NZ_CONN_UP)
+	spin_lock_bh(&p->lock);
+	say = nz_peer_done(p, &f);
+	for (s = 0; s < nrails && !list_empty(&pool) && say; s++) {
+		if (p->conns[s].state != NZ_CONN_UP)
 			continue;
-		list_for_each_entry(r, &p->refusals, node) {
-			c = list_first_entry(&pool, struct nz_ctrl, node);
-			nz_frame_init(&c->f, NZ_FRAME_REFUSE);
-			c->f.abort.msg_id = r->msg_id;
-			c->f.abort.reason = r->reason;
-			list_del(&c->node);
-			if (!nz_conn_queue_ctrl(conn, c))
-				list_add(&c->node, &pool);
-		}
 		c = list_first_entry(&pool, struct nz_ctrl, node);
-		nz_frame_init(&c->f, NZ_FRAME_DONE);
-		c->f.done.base = base;
-		c->f.done.mask = mask;
+		c->f = f;
 		list_del(&c->node);
-		if (!nz_conn_queue_ctrl(conn, c))
+		if (!nz_conn_queue_ctrl(&p->conns[s], c))
 			list_add(&c->node, &pool);
 	}
 	spin_unlock_bh(&p->lock);
 	nz_peer_kick_all(p);
-out_free:
 	list_for_each_entry_safe(c, tmp, &pool, node)
 		kfree(c);
 }

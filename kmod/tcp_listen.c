@@ -57,8 +57,7 @@ struct nz_tcp_hs {
  * A handshake frame, or nothing: a few bytes on a socket that has sent
  * next to nothing yet always fit, and the server never waits for a client.
  */
-static int nz_tcp_send_frame_nowait(struct socket *sock,
-				    const struct nz_frame *f)
+int nz_tcp_send_frame_nowait(struct socket *sock, const struct nz_frame *f)
 {
 	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL };
 	u8 buf[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN];

@@ -109,6 +109,7 @@ NZ_TRANSPORT_EXPORT(nz_conn_rx_ctrl);
 NZ_TRANSPORT_EXPORT(nz_conn_tx_next);
 NZ_TRANSPORT_EXPORT(nz_conn_tx_done);
 NZ_TRANSPORT_EXPORT(nz_conn_tx_abort);
+NZ_TRANSPORT_EXPORT(nz_conn_done_frame);
 NZ_TRANSPORT_EXPORT(nz_comm_conn);
 NZ_TRANSPORT_EXPORT(nz_comm_find_hello);
 NZ_TRANSPORT_EXPORT(nz_hs_make_challenge);

@@ -285,9 +285,16 @@ static void nz_tcp_conn_close(struct nz_conn *conn)
 	cancel_work_sync(&tc->rx_work);
 	cancel_work_sync(&tc->tx_work);
 
-	/* Leaving the job: say so, unless a frame is half written. */
+	/*
+	 * Leaving the job: say so, unless a frame is half written -- and say
+	 * first what we have (DONE): frames still queued are dropped here.
+	 */
 	leaving = conn->state == NZ_CONN_DEAD && !tc->tx_busy;
 	if (leaving) {
+		struct nz_frame done;
+
+		if (nz_conn_done_frame(conn, &done))
+			nz_tcp_send_frame_nowait(tc->sock, &done);
 		nz_tcp_send_close_nowait(tc->sock, NZ_CLOSE_NORMAL);
 		nz_tcp_discard_rx(tc->sock);
 	}

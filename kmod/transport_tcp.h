@@ -56,6 +56,7 @@ void nz_tcp_dial_abort(void *dial);
 /* tcp_listen.c: the listener and the server's side. */
 int nz_tcp_rail_start(struct nz_rail *rail);
 void nz_tcp_rail_stop(struct nz_rail *rail);
+int nz_tcp_send_frame_nowait(struct socket *sock, const struct nz_frame *f);
 void nz_tcp_send_close_nowait(struct socket *sock, u32 reason);
 
 /* tcp_rx.c, tcp_tx.c: an established connection's works. */

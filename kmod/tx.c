@@ -161,6 +161,8 @@ static bool nz_done_names(const struct nz_frame_done *d, u64 msg_id)
 {
 	u64 i = msg_id - d->base;
 
+	if (msg_id < d->floor)
+		return false;
 	return msg_id < d->base ||
 	       (i < NZ_DONE_MASK_BITS && (d->mask & BIT_ULL(i)));
 }
@@ -192,7 +194,7 @@ static void nz_peer_unlist_done_chunks(struct nz_peer *p, struct list_head *l,
  * chunks we still hold of them: their ACKs may have gone down with a path
  * we lost meanwhile, and once the CLOSE of the receiver's last path came,
  * such a send failed with -ECONNRESET although it was delivered.  A
- * message it refused had its REFUSE sent first and is done already.
+ * message it refused is never named.
  */
 int nz_conn_rx_done(struct nz_conn *conn, const struct nz_frame_done *d)
 {

@@ -44,6 +44,7 @@ enum {
 
 	NZ_OFF_DN_BASE		= 8,	/* DONE */
 	NZ_OFF_DN_MASK		= 16,
+	NZ_OFF_DN_FLOOR		= 24,
 };
 
 /* HELLO body, relative to the end of the header. */
@@ -76,7 +77,7 @@ static const u8 nz_area_end[__NZ_FRAME_MAX] = {
 	[NZ_FRAME_ABORT]		= NZ_OFF_AB_REASON + 4,
 	[NZ_FRAME_ABORT_ACK]		= NZ_OFF_MSG_ID + 8,
 	[NZ_FRAME_REFUSE]		= NZ_OFF_RF_REASON + 4,
-	[NZ_FRAME_DONE]			= NZ_OFF_DN_MASK + 8,
+	[NZ_FRAME_DONE]			= NZ_OFF_DN_FLOOR + 8,
 };
 
 static const char *const nz_type_names[__NZ_FRAME_MAX] = {
@@ -196,7 +197,7 @@ static int nz_check_hdr(const struct nz_frame *f,
 	case NZ_FRAME_WELCOME:
 		return f->len || !f->welcome.incarnation ? -EPROTO : 0;
 	case NZ_FRAME_DONE:
-		return f->len || !f->done.base ? -EPROTO : 0;
+		return f->len || !f->done.base || !f->done.floor ? -EPROTO : 0;
 	case NZ_FRAME_CHALLENGE:
 	case NZ_FRAME_HEARTBEAT:
 	case NZ_FRAME_HEARTBEAT_ACK:
@@ -293,6 +294,7 @@ static void nz_put_area(const struct nz_frame *f, u8 *p)
 	case NZ_FRAME_DONE:
 		put_unaligned_be64(f->done.base, p + NZ_OFF_DN_BASE);
 		put_unaligned_be64(f->done.mask, p + NZ_OFF_DN_MASK);
+		put_unaligned_be64(f->done.floor, p + NZ_OFF_DN_FLOOR);
 		break;
 	}
 }
@@ -347,6 +349,7 @@ static void nz_get_area(struct nz_frame *f, const u8 *p)
 	case NZ_FRAME_DONE:
 		f->done.base = get_unaligned_be64(p + NZ_OFF_DN_BASE);
 		f->done.mask = get_unaligned_be64(p + NZ_OFF_DN_MASK);
+		f->done.floor = get_unaligned_be64(p + NZ_OFF_DN_FLOOR);
 		break;
 	}
 }

@@ -21,7 +21,7 @@
 #include "nz_compat.h"
 
 #define NZ_WIRE_MAGIC		0x4e5a	/* "NZ" */
-#define NZ_WIRE_VERSION		4	/* 2: ABORT..REFUSE; 3: incarnation; 4: DONE */
+#define NZ_WIRE_VERSION		5	/* 2: ABORT..REFUSE; 3: incarnation; 4: DONE; 5: its floor */
 #define NZ_WIRE_HDR_LEN		48
 #define NZ_WIRE_NONCE_LEN	16
 #define NZ_WIRE_MAC_LEN		32
@@ -148,17 +148,18 @@ struct nz_frame_abort {
 };
 
 /*
- * DONE: sent by a receiver that leaves the job, on every path still up and
- * ahead of its CLOSE: every message of the sender with msg_id < base, and
- * base + i for each bit i of mask, is finished on its side -- every byte
- * arrived, or it was refused (the REFUSEs of those go first).  It stands
- * for the ACKs that a path lost on its way down.
+ * DONE: sent by a receiver that leaves the job, ahead of its CLOSE on
+ * each path: every message of the sender with floor <= msg_id < base, and
+ * base + i for each bit i of mask with base + i >= floor, has every byte
+ * there and was not refused.  It stands for the ACKs that a path lost on
+ * its way down.
  */
 #define NZ_DONE_MASK_BITS	64
 
 struct nz_frame_done {
 	u64	base;		/* >= 1: msg_id 0 is never used */
 	u64	mask;
+	u64	floor;		/* >= 1: nothing below it is named */
 };
 
 /* A decoded frame, or one to encode. */

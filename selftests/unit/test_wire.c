@@ -122,6 +122,7 @@ static void mk(struct nz_frame *f, enum nz_frame_type type)
 	case NZ_FRAME_DONE:
 		f->done.base = 0x0102030405060708ULL;
 		f->done.mask = 0xf1f2f3f4f5f6f7f8ULL;
+		f->done.floor = 0x0101010101010101ULL;
 		break;
 	default:
 		break;
@@ -174,7 +175,8 @@ static bool same_frame(const struct nz_frame *a, const struct nz_frame *b)
 		       a->abort.reason == b->abort.reason;
 	case NZ_FRAME_DONE:
 		return a->done.base == b->done.base &&
-		       a->done.mask == b->done.mask;
+		       a->done.mask == b->done.mask &&
+		       a->done.floor == b->done.floor;
 	}
 	return false;
 }
@@ -363,7 +365,7 @@ static bool t_header_constants(void)
 static bool t_golden_data(void)
 {
 	static const u8 want[NZ_WIRE_HDR_LEN] = {
-		0x4e, 0x5a, 0x04, 0x04, 0x00, 0x00, 0x10, 0x00,
+		0x4e, 0x5a, 0x05, 0x04, 0x00, 0x00, 0x10, 0x00,
 		0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
 		0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
 		0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28,
@@ -381,7 +383,7 @@ static bool t_golden_data(void)
 static bool t_golden_hello(void)
 {
 	u8 want[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN] = {
-		0x4e, 0x5a, 0x04, 0x02, 0x00, 0x00, 0x00, 0x48,
+		0x4e, 0x5a, 0x05, 0x02, 0x00, 0x00, 0x00, 0x48,
 		0xe1, 0xe2, 0xe3, 0xe4, 0xe5, 0xe6, 0xe7, 0xe8,	/* incarnation */
 	};
 	static const u8 ids[24] = {
@@ -481,26 +483,28 @@ static bool t_roundtrip_abort_frames(void)
 	return true;
 }
 
-/* Version 4's frame: what a leaving receiver has. */
+/* Version 4's frame (its floor: version 5): what a leaving receiver has. */
 static bool t_golden_done_frame(void)
 {
 	struct nz_frame f;
 
 	mk(&f, NZ_FRAME_DONE);
 	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), 48);
-	CHECK_EQ(buf[2], 4);
+	CHECK_EQ(buf[2], 5);
 	CHECK_EQ(buf[3], 12);
 	CHECK_EQ(get_unaligned_be64(buf + 8), 0x0102030405060708ULL);
 	CHECK_EQ(get_unaligned_be64(buf + 16), 0xf1f2f3f4f5f6f7f8ULL);
-	CHECK(nz_all_zero_test(buf + 24, 24));
+	CHECK_EQ(get_unaligned_be64(buf + 24), 0x0101010101010101ULL);
+	CHECK(nz_all_zero_test(buf + 32, 16));
 	CHECK(roundtrip(&f, &lim));
 	f.done.base = 1;
 	f.done.mask = 0;
+	f.done.floor = 1;
 	CHECK(roundtrip(&f, &lim));
 	return true;
 }
 
-/* Base 0 names no message; no body; reserved bytes zero. */
+/* Base and floor 0 name no message; no body; reserved bytes zero. */
 static bool t_reject_done_frame(void)
 {
 	static const u8 zero8[8];
@@ -508,9 +512,13 @@ static bool t_reject_done_frame(void)
 
 	mk(&f, NZ_FRAME_DONE);
 	CHECK_EQ(decode_patched(&f, 8, zero8, 8), -EPROTO);
+	CHECK_EQ(decode_patched(&f, 24, zero8, 8), -EPROTO);
 	CHECK(len_rejected(NZ_FRAME_DONE));
-	CHECK(reserved_rejected(NZ_FRAME_DONE, 24));
+	CHECK(reserved_rejected(NZ_FRAME_DONE, 32));
 	f.done.base = 0;
+	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), -EPROTO);
+	mk(&f, NZ_FRAME_DONE);
+	f.done.floor = 0;
 	CHECK_EQ(nz_wire_encode(&f, &lim, buf, sizeof(buf)), -EPROTO);
 	return true;
 }
@@ -724,7 +732,7 @@ static bool t_reject_bad_magic(void)
 
 static bool t_reject_bad_version(void)
 {
-	static const u8 v[] = { 0, 1, 2, 3, 5, 0xff };
+	static const u8 v[] = { 0, 1, 2, 3, 4, 6, 0xff };
 	struct nz_frame f;
 	unsigned int i;
 
