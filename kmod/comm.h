@@ -24,8 +24,10 @@
 
 #include <linux/kref.h>
 #include <linux/mutex.h>
+#include <linux/skbuff.h>
 #include <linux/uio.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 #include <uapi/linux/nezha_netlink.h>
 #include "nezha.h"
 #include "rail.h"
@@ -96,6 +98,15 @@ struct nz_msg {
 	 * buffer is never touched again.
 	 */
 	u32 writers;
+	/*
+	 * tx, zero-copy (TCP): chunks written straight from the user's pages
+	 * leave them referenced by the socket until TCP no longer needs them
+	 * (acknowledged, or purged).  While zc_armed, that counts as one
+	 * writer: the CQE waits for it, as it waits for a copy (tx.c).
+	 */
+	struct ubuf_info zc;
+	struct work_struct zc_work;
+	bool zc_armed;
 	bool arrived;			/* msg_id known: first frame seen */
 	bool complete;			/* every byte arrived */
 	bool discard;			/* receive failed: drain the rest */
@@ -349,6 +360,14 @@ struct nz_tx_item {
 	struct nz_frame f;
 	struct nz_chunk *chunk;		/* DATA only */
 	struct iov_iter iter;		/* DATA payload */
+	/*
+	 * Zero-copy: the transport asks for it from zc_min bytes of payload
+	 * on (0: never); nz_conn_tx_next() sets zc (or NULL) for the
+	 * transport to pass to TCP (msg_ubuf).  The reference it holds is
+	 * dropped by nz_conn_tx_done() or nz_conn_tx_abort().
+	 */
+	u32 zc_min;
+	struct ubuf_info *zc;
 };
 int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it);
 void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it);
@@ -411,6 +430,7 @@ bool nz_conn_refuse_due(const struct nz_conn *conn);	/* rx.c */
 u64 nz_peer_oldest_abort(const struct nz_peer *p);
 int nz_msg_init(void);
 void nz_msg_exit(void);
+void nz_tx_zc_exit(void);		/* after the last socket: tx.c */
 
 /* sched.c: under peer->lock; spare is used or left for the caller. */
 struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,

@@ -63,7 +63,8 @@ out_msg:
  * module reference), so no command is in flight here.  Rails go once no
  * netlink request can add one any more (genl_unregister_family() waits for
  * requests in progress), and before their sysfs directories' parent and
- * the workqueue their teardown may use.  Destroying the workqueue last
+ * the workqueue their teardown may use.  Zero-copy sends whose pages TCP
+ * still referenced end before the workqueue goes.  Destroying it last
  * waits for a worker that is still returning from a completion it has
  * already handed to io_uring.
  */
@@ -75,6 +76,7 @@ static void __exit nz_exit(void)
 	nz_rails_exit();
 	nz_sysfs_exit();
 	nz_tcp_exit();
+	nz_tx_zc_exit();
 	destroy_workqueue(nz_wq);
 	nz_msg_exit();
 	pr_info("nezha unloaded\n");

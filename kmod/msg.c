@@ -54,6 +54,7 @@ struct nz_msg *nz_msg_alloc(struct nz_peer *p, enum nz_msg_dir dir)
 		return NULL;
 	kref_init(&m->ref);
 	INIT_LIST_HEAD(&m->node);
+	INIT_WORK(&m->zc_work, nz_msg_zc_release);
 	m->peer = p;
 	m->dir = dir;
 	return m;

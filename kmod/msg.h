@@ -27,6 +27,7 @@ void nz_chunk_write_lost(struct nz_chunk *ch,		/* under p->lock */
 			 struct list_head *done);
 void nz_msg_complete(struct nz_msg *m);
 void nz_complete_list(struct list_head *done);
+void nz_msg_zc_release(struct work_struct *work);	/* tx.c */
 void nz_peer_kick(struct nz_peer *p);
 struct nz_tagseq *nz_tagseq_find(struct nz_peer *p, u64 tag); /* under p->lock */
 

@@ -39,6 +39,8 @@ struct nz_stats {
 	atomic64_t msgs_withdrawn;	/* peers' ABORTs applied */
 	atomic64_t msgs_refused;	/* peers' messages we refused (REFUSE) */
 	atomic64_t sends_refused;	/* our sends a peer refused */
+	atomic64_t chunks_zerocopy;	/* sent from the user's pages (TCP) */
+	atomic_t zerocopy_held;		/* sends whose pages TCP still holds */
 };
 
 extern struct nz_stats nz_stats;

@@ -46,6 +46,8 @@ NZ_ATTR_ATOMIC64(msgs_aborted);
 NZ_ATTR_ATOMIC64(msgs_withdrawn);
 NZ_ATTR_ATOMIC64(msgs_refused);
 NZ_ATTR_ATOMIC64(sends_refused);
+NZ_ATTR_ATOMIC64(chunks_zerocopy);
+NZ_ATTR_ATOMIC(zerocopy_held);
 NZ_ATTR_ATOMIC(open_files);
 NZ_ATTR_ATOMIC(inflight);
 NZ_ATTR_ATOMIC(comms);
@@ -81,6 +83,7 @@ static struct attribute *nz_info_attrs[] = {
 	&dev_attr_open_files.attr,
 	&dev_attr_inflight.attr,
 	&dev_attr_comms.attr,
+	&dev_attr_zerocopy_held.attr,
 	NULL,
 };
 
@@ -102,6 +105,7 @@ static struct attribute *nz_stats_attrs[] = {
 	&dev_attr_msgs_withdrawn.attr,
 	&dev_attr_msgs_refused.attr,
 	&dev_attr_sends_refused.attr,
+	&dev_attr_chunks_zerocopy.attr,
 	NULL,
 };
 

@@ -41,14 +41,30 @@ MODULE_PARM_DESC(tcp_bidir_notsent_kb,
 		 "KiB of unsent data a TCP rail's socket may hold while data also arrives on it (0: no limit)");
 #define NZ_TCP_BIDIR_MS		100
 
+/*
+ * DATA payloads from this size on go out of the user's pages without a
+ * copy (tx.c: the CQE of a send waits until TCP holds none of them).
+ * Below it, the copy costs less than pinning pages into socket buffers
+ * and calling back as each is freed.  A device without scatter-gather
+ * makes TCP copy anyway.
+ */
+static unsigned int tcp_zerocopy_kb = 16;
+module_param(tcp_zerocopy_kb, uint, 0644);
+MODULE_PARM_DESC(tcp_zerocopy_kb,
+		 "smallest chunk in KiB a TCP rail sends without copying it (0: always copy)");
+
 static int nz_tcp_send(struct nz_tcp_conn *tc, struct iov_iter *iter,
-		       bool more)
+		       bool more, struct ubuf_info *zc)
 {
 	struct msghdr msg = {
 		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0),
 	};
 	int ret;
 
+	if (zc) {
+		msg.msg_ubuf = zc;
+		msg.msg_flags |= MSG_ZEROCOPY;
+	}
 	msg.msg_iter = *iter;
 	ret = sock_sendmsg(tc->sock, &msg);
 	*iter = msg.msg_iter;
@@ -66,13 +82,13 @@ static int nz_tcp_tx_frame(struct nz_tcp_conn *tc)
 		struct iov_iter it;
 
 		iov_iter_kvec(&it, ITER_SOURCE, &kv, 1, kv.iov_len);
-		ret = nz_tcp_send(tc, &it, tc->tx_left > 0);
+		ret = nz_tcp_send(tc, &it, tc->tx_left > 0, NULL);
 		if (ret < 0)
 			return ret;
 		tc->tx_hdr_sent += ret;
 	}
 	while (tc->tx_left) {
-		ret = nz_tcp_send(tc, &tc->tx.iter, false);
+		ret = nz_tcp_send(tc, &tc->tx.iter, false, tc->tx.zc);
 		if (ret < 0)
 			return ret;
 		if (!ret)
@@ -119,6 +135,8 @@ void nz_tcp_tx_work(struct work_struct *work)
 	for (n = 0; n < NZ_TCP_TX_BUDGET; n++) {
 		if (!tc->tx_busy) {
 			nz_tcp_update_held(tc);
+			tc->tx.zc_min = min(READ_ONCE(tcp_zerocopy_kb),
+					    1U << 20) << 10;
 			ret = nz_conn_tx_next(conn, &tc->tx);
 			if (ret == -ENODATA)
 				return;
@@ -133,6 +151,7 @@ void nz_tcp_tx_work(struct work_struct *work)
 			tc->tx_hdr_len = ret;
 			tc->tx_hdr_sent = 0;
 			tc->tx_left = tc->tx.chunk ? tc->tx.chunk->len : 0;
+			tc->tx_zc |= !!tc->tx.zc;
 			tc->tx_busy = true;
 			nz_tcp_set_lowat(tc);
 		}

@@ -325,7 +325,7 @@ void nz_rdma_tx_work(struct work_struct *work)
 	struct nz_rdma_conn *rc = container_of(work, struct nz_rdma_conn,
 					       tx_work);
 	struct nz_conn *conn = rc->conn;
-	struct nz_tx_item it;
+	struct nz_tx_item it = { .zc_min = 0 };	/* copies into its buffers */
 	u32 idx, imm;
 	int n, ret;
 

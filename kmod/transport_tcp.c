@@ -220,7 +220,22 @@ struct nz_tcp_linger {
 	struct delayed_work work;
 	struct socket *sock;
 	unsigned long deadline;
+	bool zc;		/* it may hold pages of zero-copy sends */
 };
+
+/*
+ * Release a socket.  One that may still hold the pages of zero-copy sends
+ * (tx.c) is reset, which frees what it had yet to transmit: closed in
+ * order, an orphan would retransmit from those pages to a peer that went
+ * away for minutes, and every send and rmmod would wait for it.
+ */
+static void nz_tcp_release(struct socket *sock, bool zc)
+{
+	if (zc)
+		sock_no_linger(sock->sk);
+	kernel_sock_shutdown(sock, SHUT_RDWR);
+	sock_release(sock);
+}
 
 static atomic_t nz_tcp_lingering = ATOMIC_INIT(0);
 static bool nz_tcp_exiting;
@@ -230,30 +245,32 @@ static void nz_tcp_linger_work(struct work_struct *work)
 	struct nz_tcp_linger *l = container_of(to_delayed_work(work),
 					       struct nz_tcp_linger, work);
 	struct sock *sk = l->sock->sk;
+	bool acked;
 
 	nz_tcp_discard_rx(l->sock);
-	if (!((1 << READ_ONCE(sk->sk_state)) &
-	      (TCPF_FIN_WAIT2 | TCPF_TIME_WAIT | TCPF_CLOSE)) &&
-	    !READ_ONCE(sk->sk_err) && !READ_ONCE(nz_tcp_exiting) &&
+	acked = (1 << READ_ONCE(sk->sk_state)) &
+		(TCPF_FIN_WAIT2 | TCPF_TIME_WAIT | TCPF_CLOSE);
+	if (!acked && !READ_ONCE(sk->sk_err) && !READ_ONCE(nz_tcp_exiting) &&
 	    time_before(jiffies, l->deadline)) {
 		queue_delayed_work(nz_wq, &l->work, NZ_TCP_LINGER_POLL);
 		return;
 	}
-	kernel_sock_shutdown(l->sock, SHUT_RDWR);
-	sock_release(l->sock);
+	/* Acknowledged: nothing of ours left, and no reset for the peer. */
+	nz_tcp_release(l->sock, l->zc && !acked);
 	kfree(l);
 	if (atomic_dec_and_test(&nz_tcp_lingering))
 		wake_up_var(&nz_tcp_lingering);
 }
 
 /* Hand sock to a linger; false (sock still ours) if out of memory. */
-static bool nz_tcp_linger(struct socket *sock)
+static bool nz_tcp_linger(struct socket *sock, bool zc)
 {
 	struct nz_tcp_linger *l = kzalloc(sizeof(*l), GFP_KERNEL);
 
 	if (!l)
 		return false;
 	l->sock = sock;
+	l->zc = zc;
 	l->deadline = jiffies + NZ_TCP_LINGER;
 	INIT_DELAYED_WORK(&l->work, nz_tcp_linger_work);
 	atomic_inc(&nz_tcp_lingering);
@@ -304,10 +321,8 @@ static void nz_tcp_conn_close(struct nz_conn *conn)
 		nz_conn_tx_abort(conn, &tc->tx);
 		tc->tx_busy = false;
 	}
-	if (!leaving || !nz_tcp_linger(tc->sock)) {
-		kernel_sock_shutdown(tc->sock, SHUT_RDWR);
-		sock_release(tc->sock);
-	}
+	if (!leaving || !nz_tcp_linger(tc->sock, tc->tx_zc))
+		nz_tcp_release(tc->sock, tc->tx_zc);
 	nz_tcp_conn_free(tc);
 }
 

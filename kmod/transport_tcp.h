@@ -42,6 +42,7 @@ struct nz_tcp_conn {
 	u32 tx_hdr_len;
 	u32 tx_hdr_sent;
 	u64 tx_left;
+	bool tx_zc;			/* a chunk went out without a copy */
 };
 
 /* transport_tcp.c: an established connection's socket. */

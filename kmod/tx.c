@@ -227,6 +227,109 @@ int nz_conn_rx_done(struct nz_conn *conn, const struct nz_frame_done *d)
 	return 0;
 }
 
+/* ---- zero-copy transmit (TCP) ----------------------------------------------- */
+
+/*
+ * A TCP rail may send a chunk straight from the pinned user pages
+ * (MSG_ZEROCOPY with our own ubuf_info, as io_uring's SEND_ZC does): TCP
+ * then references the pages from its socket buffers until it no longer
+ * needs them -- acknowledged by the peer's TCP, or purged when the socket
+ * is reset -- and calls back as each buffer goes.  A send completes only
+ * when its receiver acknowledged every byte, so the pages cannot change
+ * under a transmission that still matters; but a send that fails (timeout,
+ * cancel, a path lost) would post its CQE while a socket may still
+ * transmit from them, and the user, free to write the buffer again, would
+ * change what a late retransmission carries.  So the socket's hold counts
+ * as a writer of the message, and the CQE waits for the last callback.
+ * That wait is bounded: the receiver reads or refuses within its timeout,
+ * and a connection that closes resets its socket (transport_tcp.c).
+ */
+/* The last reference went (nz_msg_zc_callback()): the hold ends. */
+void nz_msg_zc_release(struct work_struct *work)
+{
+	struct nz_msg *m = container_of(work, struct nz_msg, zc_work);
+	struct nz_peer *p = m->peer;
+	struct nz_comm *comm = p->comm;
+	bool complete;
+
+	spin_lock_bh(&p->lock);
+	m->zc_armed = false;
+	complete = nz_msg_writer_done(m);
+	spin_unlock_bh(&p->lock);
+	if (complete)
+		nz_msg_complete(m);
+	nz_msg_put(m);
+	nz_comm_put(comm);
+	if (atomic_dec_and_test(&nz_stats.zerocopy_held))
+		wake_up_var(&nz_stats.zerocopy_held);
+}
+
+/*
+ * TCP dropped a reference: a socket buffer was freed (skb), or a
+ * sendmsg() or our writer returned (NULL).  Any context but hard IRQ.
+ */
+static void nz_msg_zc_callback(struct sk_buff *skb, struct ubuf_info *uarg,
+			       bool zerocopy_success)
+{
+	struct nz_msg *m = container_of(uarg, struct nz_msg, zc);
+
+	if (refcount_dec_and_test(&uarg->refcnt))
+		queue_work(nz_wq, &m->zc_work);
+}
+
+/*
+ * A reference for a writer about to send a chunk of m without copying, or
+ * NULL (copy it): the hold starts with the first; while it ends (its
+ * release queued) the writer copies.  Under p->lock.
+ */
+static struct ubuf_info *nz_msg_zc_get(struct nz_msg *m)
+{
+	lockdep_assert_held(&m->peer->lock);
+	if (m->zc_armed)
+		return refcount_inc_not_zero(&m->zc.refcnt) ? &m->zc : NULL;
+	m->zc.callback = nz_msg_zc_callback;
+	/*
+	 * DONT_ORPHAN, as io_uring's SEND_ZC sets it.  Without it, 6.1 copies
+	 * the pages of a cloned socket buffer that TCP must change (a partial
+	 * ACK while the device still holds the clone: pskb_expand_head()),
+	 * and that copy clears the buffer's "pure zero-copy" flag between
+	 * the charge and the uncharge of its socket memory: in the p2p suite
+	 * inet_sock_destruct() warned about sk_forward_alloc at the end of
+	 * the first job.  Pages kept, not copied, only make the release come
+	 * later.
+	 */
+	m->zc.flags = SKBFL_ZEROCOPY_FRAG | SKBFL_DONT_ORPHAN;
+	refcount_set(&m->zc.refcnt, 1);
+	m->zc_armed = true;
+	m->writers++;
+	kref_get(&m->ref);
+	kref_get(&m->peer->comm->ref);
+	atomic_inc(&nz_stats.zerocopy_held);
+	return &m->zc;
+}
+
+/* The writer's reference, once its write returned or was abandoned. */
+static void nz_tx_zc_put(struct nz_tx_item *it)
+{
+	if (it->zc) {
+		it->zc->callback(NULL, it->zc, true);
+		it->zc = NULL;
+	}
+}
+
+/*
+ * Module exit, once every socket is released: TCP may still free buffers
+ * that name our callback (a reset socket's, a device's queue).
+ */
+void nz_tx_zc_exit(void)
+{
+	atomic_t *held = &nz_stats.zerocopy_held;
+
+	while (!wait_var_event_timeout(held, !atomic_read(held), 10 * HZ))
+		pr_warn("waiting for %d zero-copy sends the network stack still holds\n",
+			atomic_read(held));
+}
+
 /* ---- transmit path ---------------------------------------------------------- */
 
 int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
@@ -239,6 +342,7 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 	bool flushed;
 	struct nz_msg *m;
 
+	it->zc = NULL;
 	spare = kmem_cache_zalloc(nz_chunk_cache, GFP_KERNEL);
 	spin_lock_bh(&p->lock);
 	if (!list_empty(&conn->ctrl)) {
@@ -302,6 +406,8 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 	it->chunk = ch;
 	/* The chunk's reference keeps the pages pinned while we send. */
 	nz_ubuf_iter(&m->ubuf, ITER_SOURCE, ch->offset, ch->len, &it->iter);
+	if (it->zc_min && ch->len >= it->zc_min)
+		it->zc = nz_msg_zc_get(m);
 	spin_unlock_bh(&p->lock);
 	nz_chunks_free_list(&dead);
 	if (spare)
@@ -319,6 +425,10 @@ void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it)
 
 	if (!ch)
 		return;
+	if (it->zc) {
+		atomic64_inc(&nz_stats.chunks_zerocopy);
+		nz_tx_zc_put(it);
+	}
 	atomic64_add(it->f.len, &conn->bytes_tx);
 	atomic64_inc(&conn->chunks_tx);
 	atomic64_add(it->f.len, &conn->rail->stats.bytes_tx);
@@ -365,6 +475,7 @@ void nz_conn_tx_abort(struct nz_conn *conn, struct nz_tx_item *it)
 
 	if (!ch)
 		return;
+	nz_tx_zc_put(it);
 	it->chunk = NULL;
 	m = ch->msg;
 	spin_lock_bh(&p->lock);

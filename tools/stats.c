@@ -23,6 +23,8 @@ const struct nzst_metric nzst_module_info[] = {
 	{ "open_files", NZST_GAUGE, "open_files", 1, "Open files of /dev/nezha." },
 	{ "inflight", NZST_GAUGE, "inflight_commands", 1, "Commands queued and not completed." },
 	{ "comms", NZST_GAUGE, "communicators", 1, "Communicators that exist." },
+	{ "zerocopy_held", NZST_GAUGE, "zerocopy_held", 1,
+	  "Sends whose pages TCP still references (zero-copy)." },
 	{ NULL, 0, NULL, 0, NULL },
 };
 
@@ -47,6 +49,8 @@ const struct nzst_metric nzst_module_stats[] = {
 	  "Messages refused: their receive gave up first, or no room for a whole timeout." },
 	{ "sends_refused", NZST_COUNTER, "sends_refused", 1,
 	  "Sends failed because their receiver refused them." },
+	{ "chunks_zerocopy", NZST_COUNTER, "chunks_zerocopy", 1,
+	  "Chunks TCP rails sent from the user's pages, without a copy." },
 	{ NULL, 0, NULL, 0, NULL },
 };
 

@@ -50,19 +50,10 @@ static const struct nz_wire_limits lim = { .max_msg = 1ULL << 40,
 
 static long long sysfs_rail(const char *what)
 {
-	char path[256], line[64];
-	long long v = -1;
-	FILE *f;
+	char file[96];
 
-	snprintf(path, sizeof(path), "/sys/class/nezha/rail-%s/stats/%s",
-		 rail, what);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fgets(line, sizeof(line), f))
-		v = atoll(line);
-	fclose(f);
-	return v;
+	snprintf(file, sizeof(file), "stats/%s", what);
+	return nz_rail_num(rail, file);
 }
 
 static int hmac(const uint8_t *key, size_t klen, const uint8_t *in,

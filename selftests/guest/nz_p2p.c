@@ -268,19 +268,10 @@ static void test_fixed(struct nz_comm *c)
 
 static long long rail_bytes(const char *rail, const char *what)
 {
-	char path[256], line[64];
-	long long v = -1;
-	FILE *f;
+	char file[96];
 
-	snprintf(path, sizeof(path), "/sys/class/nezha/rail-%s/stats/%s",
-		 rail, what);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fgets(line, sizeof(line), f))
-		v = atoll(line);
-	fclose(f);
-	return v;
+	snprintf(file, sizeof(file), "stats/%s", what);
+	return nz_rail_num(rail, file);
 }
 
 static void test_split(struct nz_comm *c)
@@ -1135,12 +1126,23 @@ static int recover(void)
 	/* 1. A send that times out, its receive never posted. */
 	ctl_sync(k);
 	if (rank == 0) {
+		long long zc0 = nz_dev_stat("stats/chunks_zerocopy"), zc1, held;
+
 		t0 = now_s();
 		ret = nz_send(d, big, sizeof(big), peer, 10);
 		t = now_s() - t0;
+		held = nz_dev_stat("zerocopy_held");
+		zc1 = nz_dev_stat("stats/chunks_zerocopy");
 		tap_ok(err_in(ret, -ETIMEDOUT, -ENOBUFS) && t < 30 * ts,
 		       "8 MiB send nobody receives: failed in %.1f s (%s)", t,
 		       strerror(-ret));
+		/*
+		 * Its chunks went out of our buffer without a copy; once its
+		 * CQE is here no socket may transmit from it any more.
+		 */
+		tap_ok(zc1 > zc0 && held == 0,
+		       "at that CQE no socket holds its pages (zerocopy_held %lld, %lld chunks sent without a copy)",
+		       held, zc1 - zc0);
 	}
 	ctl_sync(k);
 	exchange(d, "a send that timed out", 1);

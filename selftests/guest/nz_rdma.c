@@ -81,18 +81,7 @@ static double now_s(void)
 /* A value of /sys/class/nezha/rail-RAIL/FILE: a number, or -1. */
 static long long rail_val(const char *rail, const char *file)
 {
-	char path[256], line[64];
-	long long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/class/nezha/rail-%s/%s", rail, file);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fgets(line, sizeof(line), f))
-		v = atoll(line);
-	fclose(f);
-	return v;
+	return nz_rail_num(rail, file);
 }
 
 static bool rail_str(const char *rail, const char *file, const char *want)

@@ -34,6 +34,38 @@ static inline long long nz_param_rw(const char *name, long long set)
 	return v;
 }
 
+/* The number in /sys/class/nezha/DIR/FILE; -1 if it cannot be read. */
+static inline long long nz_sysfs_num(const char *dir, const char *file)
+{
+	char path[256], line[64];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/nezha/%s/%s", dir, file);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fgets(line, sizeof(line), f))
+		v = atoll(line);
+	fclose(f);
+	return v;
+}
+
+/* The module's device directory: "zerocopy_held", "stats/opens", ... */
+static inline long long nz_dev_stat(const char *file)
+{
+	return nz_sysfs_num("nezha", file);
+}
+
+/* A rail's directory: "bytes_tx", "stats/chunks_tx", ... */
+static inline long long nz_rail_num(const char *rail, const char *file)
+{
+	char dir[128];
+
+	snprintf(dir, sizeof(dir), "rail-%s", rail);
+	return nz_sysfs_num(dir, file);
+}
+
 /*
  * FILE of rank's connection to peer on rail, without its newline, into
  * line; 0, or -1 if there is not exactly one such directory or the file
