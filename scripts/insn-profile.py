@@ -18,7 +18,7 @@ import os
 import sys
 
 USER_TOP = 1 << 47          # x86-64: user addresses are below
-PAIRS = {"nezha1": "iperf1", "nezha2": "iperf2"}
+PAIRS = {"nezha1": "iperf1", "nezha1c": "iperf1", "nezha2": "iperf2"}
 
 
 def load_syms(path):

@@ -13,7 +13,8 @@
 #   iperf1   iperf3, one TCP stream on rail0
 #   iperf2   iperf3, one TCP stream on each rail at once
 #   nezha1   nezha-bench p2p, SIZE-byte messages, module with rail r0 only
-#   nezha2   the same with rails r0 and r1
+#   nezha1c  the same, every chunk copied into the socket (tcp_zerocopy_kb=0)
+#   nezha2   nezha1 with rails r0 and r1
 #  then, unless --no-profile, nezha1 and nezha2 again under perf record
 #  (cpu-clock, every CPU, call graphs) on both guests: where the cycles go.
 #
@@ -261,6 +262,13 @@ barrier nezha1-up 120 $st || { not_ok "barrier nezha1-up"; tap_done; exit 1; }
 [ "$NZ_ALL_OK" = 1 ] && ok "nezha.ko with one rail on both guests" ||
 	not_ok "nezha.ko with one rail on both guests"
 NZ_MASTER_PORT=29501 measure nezha1 run_nezha nezha1 && share nezha1
+# The same module copying every chunk, as it did before it sent from the
+# user's pages: what zero-copy saves, in this boot.
+zc_param=/sys/module/nezha/parameters/tcp_zerocopy_kb
+zc_was=$(cat $zc_param 2>/dev/null)
+echo 0 >$zc_param 2>/dev/null
+NZ_MASTER_PORT=29503 measure nezha1c run_nezha nezha1c && share nezha1c
+[ -z "$zc_was" ] || echo "$zc_was" >$zc_param
 st=ok
 nezha_rails 2 || st=fail
 barrier nezha2-up 120 $st || { not_ok "barrier nezha2-up"; tap_done; exit 1; }
@@ -285,13 +293,14 @@ if [ "$NZ_NODE" = 0 ]; then
 	say ""
 	say "=== CPU cost per byte, unshaped rails, same guests, same boot ($(nproc) vCPU per guest) ==="
 	say "$(printf '%-34s %9s %12s %12s' run Mbit/s 'tx CPU s/GiB' 'rx CPU s/GiB')"
-	for n in iperf1 iperf2 nezha1 nezha2; do
+	for n in iperf1 iperf2 nezha1 nezha1c nezha2; do
 		read -r mb tc _ <"$NZ_OUT/steady-$n-tx" 2>/dev/null || mb=
 		read -r _ rc _ <"$NZ_OUT/steady-$n-rx" 2>/dev/null || rc=
 		case $n in
 		iperf1) label="iperf3, rail0 alone" ;;
 		iperf2) label="iperf3, both rails at once" ;;
 		nezha1) label="Nezha p2p $SIZE, rail0 only" ;;
+		nezha1c) label="the same, copying (zerocopy off)" ;;
 		nezha2) label="Nezha p2p $SIZE, both rails" ;;
 		esac
 		say "$(printf '%-34s %9s %12s %12s' "$label" "${mb:--}" "${tc:--}" "${rc:--}")"
@@ -308,11 +317,13 @@ if [ "$NZ_NODE" = 0 ]; then
 	c1r=$(ratio "$(get nezha1_rx_cpu)" "$(get iperf1_rx_cpu)")
 	c2t=$(ratio "$(get nezha2_tx_cpu)" "$(get iperf2_tx_cpu)")
 	c2r=$(ratio "$(get nezha2_rx_cpu)" "$(get iperf2_rx_cpu)")
+	zct=$(ratio "$(get nezha1_tx_cpu)" "$(get nezha1c_tx_cpu)")
 	say "ratios: 1 rail: Nezha/iperf3 ${r1:--} (CPU/GiB tx ${c1t:--}, rx ${c1r:--});" \
 		"2 rails: Nezha/iperf3 ${r2:--} (CPU/GiB tx ${c2t:--}, rx ${c2r:--});" \
-		"Nezha 2 rails / 1 rail ${r21:--}"
+		"Nezha 2 rails / 1 rail ${r21:--};" \
+		"zero-copy / copying, sender CPU/GiB ${zct:--}"
 	for k in r1:nezha1_vs_iperf1 r2:nezha2_vs_iperf2 r21:nezha2_vs_nezha1 \
-		 c1t:cpu1_tx c1r:cpu1_rx c2t:cpu2_tx c2r:cpu2_rx; do
+		 c1t:cpu1_tx c1r:cpu1_rx c2t:cpu2_tx c2r:cpu2_rx zct:zc_vs_copy_tx; do
 		v=${k%%:*}
 		record "${k#*:}" "${!v}"
 	done
