@@ -92,7 +92,20 @@ host_ask() {
 	echo "echo '$1' > $NZ_RUN/.req.$hostreq && mv $NZ_RUN/.req.$hostreq $NZ_RUN/req.$hostreq"
 }
 
+# nz_unload: rmmod, once TCP holds no page of a zero-copy send any more:
+# the holds end when TCP frees its buffers, and rmmod would wait for them.
+# One still there 10 s (times NZ_TIME_SCALE) after the jobs is a leak.
 nz_unload() {
+	local held=0 i
+	for ((i = 0; i < 100 * ${NZ_TIME_SCALE:-1}; i++)); do
+		held=$(cat /sys/class/nezha/nezha/zerocopy_held 2>/dev/null || echo 0)
+		[ "$held" = 0 ] && break
+		sleep 0.1
+	done
+	if [ "$held" != 0 ]; then
+		echo "# zerocopy_held is still $held: TCP holds pages of sends that ended"
+		return 1
+	fi
 	rmmod nezha
 }
 rail_file() {	# rail_file RAIL FILE: a file under the rail's sysfs directory
