@@ -243,8 +243,10 @@ int nz_conn_rx_done(struct nz_conn *conn, const struct nz_frame_done *d)
  * as a writer of the message, and the CQE waits for the last callback.
  * That wait is bounded: the receiver reads or refuses within its timeout,
  * and a connection that closes resets its socket (transport_tcp.c).
+ *
+ * nz_msg_zc_release(): the last reference went (nz_msg_zc_callback()),
+ * the hold ends.
  */
-/* The last reference went (nz_msg_zc_callback()): the hold ends. */
 void nz_msg_zc_release(struct work_struct *work)
 {
 	struct nz_msg *m = container_of(work, struct nz_msg, zc_work);

@@ -50,10 +50,7 @@ static const struct nz_wire_limits lim = { .max_msg = 1ULL << 40,
 
 static long long sysfs_rail(const char *what)
 {
-	char file[96];
-
-	snprintf(file, sizeof(file), "stats/%s", what);
-	return nz_rail_num(rail, file);
+	return nz_rail_stat(rail, what);
 }
 
 static int hmac(const uint8_t *key, size_t klen, const uint8_t *in,

@@ -266,14 +266,6 @@ static void test_fixed(struct nz_comm *c)
 	free(buf);
 }
 
-static long long rail_bytes(const char *rail, const char *what)
-{
-	char file[96];
-
-	snprintf(file, sizeof(file), "stats/%s", what);
-	return nz_rail_num(rail, file);
-}
-
 static void test_split(struct nz_comm *c)
 {
 	int n = nz_comm_nrails(c), s, starved = 0;
@@ -285,7 +277,7 @@ static void test_split(struct nz_comm *c)
 	size_t got;
 
 	for (s = 0; s < n && s < 8; s++)
-		before[s] = rail_bytes(nz_comm_rail_name(c, s), what);
+		before[s] = nz_rail_stat(nz_comm_rail_name(c, s), what);
 	/* Both have their counters before the first byte moves. */
 	if (rank == 1)
 		nz_send(c, &go, 1, peer, 556);
@@ -293,7 +285,7 @@ static void test_split(struct nz_comm *c)
 		nz_recv(c, &go, 1, peer, 556, &got);
 	one_transfer(c, 16u << 20, 555, 555, &err);
 	for (s = 0; s < n && s < 8; s++) {
-		delta[s] = rail_bytes(nz_comm_rail_name(c, s), what) - before[s];
+		delta[s] = nz_rail_stat(nz_comm_rail_name(c, s), what) - before[s];
 		sum += delta[s];
 	}
 	/* ... and after the last, before the next test's bytes move. */
@@ -769,8 +761,8 @@ static int unacked(int rounds)
 		}
 		r0 = nz_comm_rail_name(c, 0);
 		r1 = nz_comm_rail_name(c, 1);
-		tx0[0] = rail_bytes(r0, "chunks_tx");
-		tx0[1] = rail_bytes(r1, "chunks_tx");
+		tx0[0] = nz_rail_stat(r0, "chunks_tx");
+		tx0[1] = nz_rail_stat(r1, "chunks_tx");
 		memset(st, 0, sizeof(st));
 		for (k = 0; k < UNACKED_MSGS && !ret; k++)
 			ret = rank ? nz_irecv(c, none, 0, peer, 7, &reqs[k]) :
@@ -799,8 +791,8 @@ static int unacked(int rounds)
 				reqs[k] = NULL;	/* freed, st[k] filled */
 		}
 		err |= rail_set(ctl, r1, "down");
-		tx1[0] = rail_bytes(r0, "chunks_tx");
-		tx1[1] = rail_bytes(r1, "chunks_tx");
+		tx1[0] = nz_rail_stat(r0, "chunks_tx");
+		tx1[1] = nz_rail_stat(r1, "chunks_tx");
 		printf("# round %d: %s set down after %.0f ms, %d sends pending then; chunks sent on %s %lld, on %s %lld\n",
 		       i, r1, (now_s() - t0) * 1e3, now, r0, tx1[0] - tx0[0],
 		       r1, tx1[1] - tx0[1]);
@@ -925,7 +917,7 @@ static long long rails_sum(struct nz_comm *c, const char *what)
 	int s;
 
 	for (s = 0; s < nz_comm_nrails(c); s++) {
-		v = rail_bytes(nz_comm_rail_name(c, s), what);
+		v = nz_rail_stat(nz_comm_rail_name(c, s), what);
 		if (v < 0)
 			return -1;
 		sum += v;

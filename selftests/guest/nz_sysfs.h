@@ -66,6 +66,15 @@ static inline long long nz_rail_num(const char *rail, const char *file)
 	return nz_sysfs_num(dir, file);
 }
 
+/* One of a rail's counters: /sys/class/nezha/rail-RAIL/stats/WHAT. */
+static inline long long nz_rail_stat(const char *rail, const char *what)
+{
+	char file[96];
+
+	snprintf(file, sizeof(file), "stats/%s", what);
+	return nz_rail_num(rail, file);
+}
+
 /*
  * FILE of rank's connection to peer on rail, without its newline, into
  * line; 0, or -1 if there is not exactly one such directory or the file
