@@ -348,6 +348,7 @@ struct nz_rx_dest {
 int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
 		    struct nz_rx_dest *d);
 int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d);
+int nz_conn_rx_data_end(struct nz_conn *conn, struct nz_rx_dest *d);
 void nz_conn_rx_data_abort(struct nz_conn *conn, struct nz_rx_dest *d);
 bool nz_conn_rx_data_release(struct nz_conn *conn, struct nz_rx_dest *d);
 void nz_peer_release_writers(struct nz_peer *p);
@@ -370,6 +371,7 @@ struct nz_tx_item {
 	struct ubuf_info *zc;
 };
 int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it);
+int nz_conn_tx_next_ctrl(struct nz_conn *conn, struct nz_frame *f);
 void nz_conn_tx_done(struct nz_conn *conn, struct nz_tx_item *it);
 void nz_conn_tx_abort(struct nz_conn *conn, struct nz_tx_item *it);
 
@@ -432,7 +434,10 @@ int nz_msg_init(void);
 void nz_msg_exit(void);
 void nz_tx_zc_exit(void);		/* after the last socket: tx.c */
 
-/* sched.c: under peer->lock; spare is used or left for the caller. */
+/*
+ * sched.c: under peer->lock; spare is used or left for the caller, and
+ * ERR_PTR(-ENOMEM) asks for one when a new chunk is due and *spare is NULL.
+ */
 struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 				     struct nz_chunk **spare);
 u64 nz_sched_window(const struct nz_conn *conn);

@@ -478,7 +478,13 @@ int nz_conn_rx_data(struct nz_conn *conn, const struct nz_frame *f,
 }
 ALLOW_ERROR_INJECTION(nz_conn_rx_data, ERRNO);
 
-int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
+/*
+ * A frame's payload is all in: account it and queue its ACK.  The caller
+ * kicks the connection to write the ACK (nz_conn_kick()), once for all the
+ * frames it read in a row: a wake-up of the transmit work for each 64 KiB
+ * chunk cost the receiver more than TCP's own work on it.
+ */
+int nz_conn_rx_data_end(struct nz_conn *conn, struct nz_rx_dest *d)
 {
 	struct nz_peer *p = conn->peer;
 	struct nz_msg *m = d->msg;
@@ -537,6 +543,14 @@ int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
 		nz_peer_release_writers(p);
 	if (m)
 		nz_msg_put(m);
+	return ret;
+}
+
+/* The same, and the ACK written now. */
+int nz_conn_rx_data_done(struct nz_conn *conn, struct nz_rx_dest *d)
+{
+	int ret = nz_conn_rx_data_end(conn, d);
+
 	nz_conn_kick(conn);
 	return ret;
 }

@@ -410,6 +410,8 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 		    nz_sched_tail_defer(p, conn, len))
 			return NULL;
 		first = false;
+		if (!*spare)	/* the caller allocates one and asks again */
+			return ERR_PTR(-ENOMEM);
 		ch = *spare;
 		*spare = NULL;
 		kref_get(&m->ref);

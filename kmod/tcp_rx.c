@@ -10,6 +10,14 @@
 #include "transport_tcp.h"
 
 #define NZ_TCP_RX_BUDGET	(2U << 20)	/* bytes per rx work run */
+/*
+ * The ACKs of frames read in a row are written together, when the socket
+ * runs dry or every this many bytes of payload: fewer wake-ups and TCP
+ * segments for the receiver, and an ACK waits at most for the time it
+ * takes to read this much (26 us at 80 Gbit/s, 0.1 s at 20 Mbit/s --
+ * where a frame rarely follows another without a pause).
+ */
+#define NZ_TCP_ACK_BYTES	(256U << 10)
 
 static int nz_tcp_recv(struct nz_tcp_conn *tc, struct iov_iter *iter)
 {
@@ -69,6 +77,16 @@ static int nz_tcp_rx_header(struct nz_tcp_conn *tc)
 	return 0;
 }
 
+/* Write the ACKs queued since the last time. */
+static void nz_tcp_rx_kick(struct nz_tcp_conn *tc)
+{
+	if (!tc->rx_ack_due)
+		return;
+	tc->rx_ack_due = false;
+	tc->rx_ack_bytes = 0;
+	nz_conn_kick(tc->conn);
+}
+
 static int nz_tcp_rx_body(struct nz_tcp_conn *tc)
 {
 	struct nz_rx_dest *d = &tc->rx_dest;
@@ -89,8 +107,12 @@ static int nz_tcp_rx_body(struct nz_tcp_conn *tc)
 	tc->rx_in_body = false;
 	tc->rx_hdr_got = 0;
 	tc->rx_decoded = false;
-	ret = nz_conn_rx_data_done(tc->conn, d);
+	ret = nz_conn_rx_data_end(tc->conn, d);
 	d->msg = NULL;
+	tc->rx_ack_due = true;
+	tc->rx_ack_bytes += tc->rx_frame.len;
+	if (tc->rx_ack_bytes >= NZ_TCP_ACK_BYTES)
+		nz_tcp_rx_kick(tc);
 	return ret ? ret : 1;
 }
 
@@ -118,8 +140,10 @@ void nz_tcp_rx_work(struct work_struct *work)
 			if (!ret)
 				ret = 1;
 		}
-		if (ret == -EAGAIN)
+		if (ret == -EAGAIN) {
+			nz_tcp_rx_kick(tc);
 			return;
+		}
 		if (ret < 0) {
 			if (ret == -EPROTO || ret == -EMSGSIZE ||
 			    ret == -EPROTONOSUPPORT)
@@ -131,5 +155,6 @@ void nz_tcp_rx_work(struct work_struct *work)
 		}
 		budget -= min_t(unsigned int, budget, ret);
 	}
+	nz_tcp_rx_kick(tc);
 	queue_work(nz_wq, &tc->rx_work);	/* more later, be fair */
 }

@@ -125,6 +125,31 @@ static void nz_tcp_update_held(struct nz_tcp_conn *tc)
 		   (u32)(READ_ONCE(tp->write_seq) - READ_ONCE(tp->snd_una)));
 }
 
+/*
+ * Behind an ACK or echo just encoded, the others queued: one write, one
+ * TCP segment for a run of them.  Each frame stands alone on the wire, so
+ * the peer reads them as before.  Established connections carry no frame
+ * longer than a header (HELLO is the handshake's).
+ */
+static int nz_tcp_tx_ctrl_batch(struct nz_tcp_conn *tc)
+{
+	struct nz_conn *conn = tc->conn;
+	struct nz_frame f;
+	int ret;
+
+	BUILD_BUG_ON(NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN > NZ_TCP_TX_HDR_MAX);
+	while (tc->tx_hdr_len + NZ_WIRE_HDR_LEN <= sizeof(tc->tx_hdr) &&
+	       !nz_conn_tx_next_ctrl(conn, &f)) {
+		ret = nz_wire_encode(&f, &conn->peer->comm->lim,
+				     tc->tx_hdr + tc->tx_hdr_len,
+				     sizeof(tc->tx_hdr) - tc->tx_hdr_len);
+		if (ret < 0)
+			return ret;
+		tc->tx_hdr_len += ret;
+	}
+	return 0;
+}
+
 void nz_tcp_tx_work(struct work_struct *work)
 {
 	struct nz_tcp_conn *tc = container_of(work, struct nz_tcp_conn,
@@ -150,6 +175,11 @@ void nz_tcp_tx_work(struct work_struct *work)
 			}
 			tc->tx_hdr_len = ret;
 			tc->tx_hdr_sent = 0;
+			if (!tc->tx.chunk) {
+				ret = nz_tcp_tx_ctrl_batch(tc);
+				if (ret)
+					goto fail;
+			}
 			tc->tx_left = tc->tx.chunk ? tc->tx.chunk->len : 0;
 			tc->tx_zc |= !!tc->tx.zc;
 			tc->tx_busy = true;

@@ -13,6 +13,10 @@
 
 #define NZ_TCP_HS_TIMEOUT	(5 * HZ)
 
+/* ACKs and echoes written in one go: 16 of them in 768 bytes. */
+#define NZ_TCP_TX_CTRL_BATCH	16
+#define NZ_TCP_TX_HDR_MAX	(NZ_TCP_TX_CTRL_BATCH * NZ_WIRE_HDR_LEN)
+
 struct nz_tcp_conn {
 	struct nz_conn *conn;
 	struct socket *sock;
@@ -33,12 +37,14 @@ struct nz_tcp_conn {
 	struct nz_rx_dest rx_dest;
 	u8 *scratch;			/* where drained payload goes */
 	unsigned long rx_data_at;	/* jiffies a DATA frame last began */
+	bool rx_ack_due;		/* ACKs queued, the tx work not kicked */
+	u32 rx_ack_bytes;		/* payload they acknowledge */
 
 	/* Transmit progress; touched by tx_work only. */
 	struct nz_tx_item tx;
 	bool tx_busy;
 	u32 tx_lowat;			/* notsent_lowat set on the socket */
-	u8 tx_hdr[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN];
+	u8 tx_hdr[NZ_TCP_TX_HDR_MAX];	/* a header, or a run of ACKs */
 	u32 tx_hdr_len;
 	u32 tx_hdr_sent;
 	u64 tx_left;

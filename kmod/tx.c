@@ -334,36 +334,59 @@ void nz_tx_zc_exit(void)
 
 /* ---- transmit path ---------------------------------------------------------- */
 
+/* The oldest ACK or echo queued on conn, if any: into *f, under p->lock. */
+static bool nz_conn_pop_ctrl(struct nz_conn *conn, struct nz_frame *f)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_ctrl *c;
+	bool flushed;
+
+	lockdep_assert_held(&p->lock);
+	c = list_first_entry_or_null(&conn->ctrl, struct nz_ctrl, node);
+	if (!c)
+		return false;
+	list_del(&c->node);
+	conn->nctrl--;
+	flushed = !conn->nctrl && READ_ONCE(p->comm->dead);
+	WRITE_ONCE(conn->tx_last, jiffies);
+	*f = c->f;
+	kfree(c);
+	/* nz_comm_destroy() waits for the last one. */
+	if (flushed)
+		wake_up_all(&p->comm->waitq);
+	return true;
+}
+
+/*
+ * Another queued ACK or echo to write behind the frame just taken, so that
+ * a transport writes them together (one TCP segment for a run's ACKs, not
+ * one each).  -ENODATA when there is none.
+ */
+int nz_conn_tx_next_ctrl(struct nz_conn *conn, struct nz_frame *f)
+{
+	struct nz_peer *p = conn->peer;
+	bool got;
+
+	spin_lock_bh(&p->lock);
+	got = nz_conn_pop_ctrl(conn, f);
+	spin_unlock_bh(&p->lock);
+	return got ? 0 : -ENODATA;
+}
+
 int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 {
 	struct nz_peer *p = conn->peer;
-	struct nz_chunk *spare, *ch, *tmp;
-	struct nz_ctrl *c = NULL;
+	struct nz_chunk *spare = NULL, *ch, *tmp;
 	struct nz_abort *ab;
 	LIST_HEAD(dead);
-	bool flushed;
 	struct nz_msg *m;
 
 	it->zc = NULL;
-	spare = kmem_cache_zalloc(nz_chunk_cache, GFP_KERNEL);
+	it->chunk = NULL;
+again:
 	spin_lock_bh(&p->lock);
-	if (!list_empty(&conn->ctrl)) {
-		c = list_first_entry(&conn->ctrl, struct nz_ctrl, node);
-		list_del(&c->node);
-		conn->nctrl--;
-		flushed = !conn->nctrl && READ_ONCE(p->comm->dead);
-		WRITE_ONCE(conn->tx_last, jiffies);
-		spin_unlock_bh(&p->lock);
-		it->f = c->f;
-		it->chunk = NULL;
-		kfree(c);
-		/* nz_comm_destroy() waits for the last one. */
-		if (flushed)
-			wake_up_all(&p->comm->waitq);
-		if (spare)
-			kmem_cache_free(nz_chunk_cache, spare);
-		return 0;
-	}
+	if (nz_conn_pop_ctrl(conn, &it->f))
+		goto out;
 	/* A withdrawn send, on every path until the receiver answers. */
 	list_for_each_entry(ab, &p->aborts, node) {
 		if (conn->state != NZ_CONN_UP || (ab->sent & BIT(conn->slot)))
@@ -374,19 +397,27 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 		it->f.abort.tag = ab->tag;
 		it->f.abort.tag_seq = ab->tag_seq;
 		it->f.abort.reason = ab->reason;
-		it->chunk = NULL;
 		WRITE_ONCE(conn->tx_last, jiffies);
-		spin_unlock_bh(&p->lock);
-		if (spare)
-			kmem_cache_free(nz_chunk_cache, spare);
-		return 0;
+		goto out;
 	}
 	/* Chunks to resend of a message that failed meanwhile: never sent. */
 	list_for_each_entry_safe(ch, tmp, &p->resend, node)
 		if (ch->msg->done)
 			list_move_tail(&ch->node, &dead);
-	ch = (spare && conn->state == NZ_CONN_UP) ?
+	ch = conn->state == NZ_CONN_UP ?
 		nz_sched_next_chunk(conn, &spare) : NULL;
+	if (ch == ERR_PTR(-ENOMEM)) {
+		/*
+		 * A new chunk is due: allocate it now, not on every call
+		 * (most calls write an ACK or find nothing), and decide anew.
+		 */
+		spin_unlock_bh(&p->lock);
+		spare = kmem_cache_zalloc(nz_chunk_cache, GFP_KERNEL);
+		if (spare)
+			goto again;	/* dead keeps what it holds */
+		nz_chunks_free_list(&dead);
+		return -ENODATA;	/* the next kick tries again */
+	}
 	if (!ch) {
 		spin_unlock_bh(&p->lock);
 		nz_chunks_free_list(&dead);
@@ -410,6 +441,7 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 	nz_ubuf_iter(&m->ubuf, ITER_SOURCE, ch->offset, ch->len, &it->iter);
 	if (it->zc_min && ch->len >= it->zc_min)
 		it->zc = nz_msg_zc_get(m);
+out:
 	spin_unlock_bh(&p->lock);
 	nz_chunks_free_list(&dead);
 	if (spare)
