@@ -13,7 +13,8 @@
 # instruction with the TCG plugin tools/qemu/nz_insns.c instead of perf's
 # profile, and print instructions per GiB and by symbol; the plugin slows
 # the guests, so that boot's throughput and CPU figures are not the ones
-# to quote).
+# to quote), NZ_BENCH_BASE (a baseline nezha.ko under the tree, e.g. a
+# git worktree's: compared with ours in the same boot, alternated).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -21,6 +22,11 @@ out=${NZ_OUT:-build/bench-cpu}
 mkdir -p "$out"
 prof=()
 [ "${NZ_BENCH_PROFILE:-1}" = 1 ] || prof=(--no-profile)
+base=()
+if [ -n "${NZ_BENCH_BASE:-}" ]; then
+	[ -f "$NZ_BENCH_BASE" ] || { echo "NZ_BENCH_BASE=$NZ_BENCH_BASE: no such module" >&2; exit 2; }
+	base=(--base "$(realpath "$NZ_BENCH_BASE")")
+fi
 insns=()
 if [ "${NZ_BENCH_INSNS:-0}" = 1 ]; then
 	insns=(-P build/tools/nz_insns.so)
@@ -32,7 +38,7 @@ fi
 # of a speed, so the job cuts the chunks it would on a fast real NIC.
 selftests/qemu/vm.sh -B -n 2 -r 2 -c "${NZ_BENCH_VCPUS:-1}" -t "${NZ_BENCH_TIMEOUT:-1200}" \
 	"${insns[@]}" -o "$out" selftests/guest/bench_cpu.sh --secs "${NZ_BENCH_SECS:-15}" \
-	--size "${NZ_BENCH_SIZE:-64M}" "${prof[@]}"
+	--size "${NZ_BENCH_SIZE:-64M}" "${prof[@]}" "${base[@]}"
 rc=$?
 if [ ${#insns[@]} -gt 0 ]; then
 	scripts/insn-profile.py "$out" | tee "$out/insns.txt" || rc=1

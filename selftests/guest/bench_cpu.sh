@@ -27,7 +27,12 @@
 # Start-up, set-up and the barriers between runs fall outside it, and
 # every tool is measured the same way.
 #
-# usage: bench_cpu.sh [--secs S] [--size SIZE] [--no-profile]
+# With --base KO (another build of nezha.ko, on a path the guests see),
+# before the profiles: nezha1 with that module and with ours in turn,
+# base-ours-ours-base, and the means of ours against it -- a change judged
+# in one boot, where a single run cannot tell less than about 30 %.
+#
+# usage: bench_cpu.sh [--secs S] [--size SIZE] [--no-profile] [--base KO]
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/bench_lib.sh"
 set -u
@@ -35,11 +40,13 @@ set -u
 SECS=${NZ_BENCH_SECS:-15}
 SIZE=${NZ_BENCH_SIZE:-64M}
 PROFILE=1
+BASE_KO=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--secs) SECS=$2; shift ;;
 	--size) SIZE=$2; shift ;;
 	--no-profile) PROFILE=0 ;;
+	--base) BASE_KO=$2; shift ;;
 	*) echo "Bail out! bench_cpu.sh: unknown argument $1"; exit 2 ;;
 	esac
 	shift
@@ -205,11 +212,11 @@ run_nezha() {	# run_nezha NAME [ITERS]: nezha-bench p2p between the guests
 		-n "${2:-$ITERS}" -w 2 -m bw
 }
 
-nezha_rails() {	# nezha_rails N: the module with rails r0..r(N-1)
+nezha_rails() {	# nezha_rails N [KO]: the module (KO, else ours), rails r0..r(N-1)
 	local r ctl=$NZ_BIN/tools/nezhactl
 	rmmod nezha 2>/dev/null
 	# shellcheck disable=SC2086  # NZ_MODULE_PARAMS: words, from vm.sh
-	insmod "$NZ_KO" ${NZ_MODULE_PARAMS:-} || return 1
+	insmod "${2:-$NZ_KO}" ${NZ_MODULE_PARAMS:-} || return 1
 	for ((r = 0; r < $1; r++)); do
 		timeout 30 "$ctl" rail add "r$r" proto tcp dev "${nz_ifs[r]}" || return 1
 	done
@@ -276,6 +283,22 @@ barrier nezha2-up 120 $st || { not_ok "barrier nezha2-up"; tap_done; exit 1; }
 	not_ok "nezha.ko with two rails on both guests"
 NZ_MASTER_PORT=29502 measure nezha2 run_nezha nezha2 && share nezha2
 
+# ---- 2b. against a base module ----------------------------------------------
+AB_RUNS="base-a ours-a ours-b base-b"
+if [ -n "$BASE_KO" ]; then
+	port=29520
+	for n in $AB_RUNS; do
+		st=ok
+		case $n in
+		base-*) nezha_rails 1 "$BASE_KO" || st=fail ;;
+		ours-*) nezha_rails 1 || st=fail ;;
+		esac
+		barrier "ab-$n-up" 120 $st || { not_ok "barrier ab-$n-up"; break; }
+		NZ_MASTER_PORT=$port measure "ab-$n" run_nezha "ab-$n" && share "ab-$n"
+		port=$((port + 1))
+	done
+fi
+
 # ---- 3. profiles ------------------------------------------------------------
 if [ $PROFILE = 1 ]; then
 	nezha_rails 1
@@ -327,6 +350,28 @@ if [ "$NZ_NODE" = 0 ]; then
 		v=${k%%:*}
 		record "${k#*:}" "${!v}"
 	done
+	if [ -n "$BASE_KO" ]; then
+		say ""
+		say "=== one rail, this module against $BASE_KO, alternated ==="
+		for n in $AB_RUNS; do
+			read -r mb tc _ <"$NZ_OUT/steady-ab-$n-tx" 2>/dev/null || mb=
+			read -r _ rc _ <"$NZ_OUT/steady-ab-$n-rx" 2>/dev/null || rc=
+			say "$(printf '%-34s %9s %12s %12s' "$n" "${mb:--}" "${tc:--}" "${rc:--}")"
+			record "ab_${n}_mbit" "${mb:-}"
+			record "ab_${n}_tx_cpu" "${tc:-}"
+			record "ab_${n}_rx_cpu" "${rc:-}"
+		done
+		mean2() { awk -v a="$(get "$1")" -v b="$(get "$2")" \
+			'BEGIN { if (a != "" && b != "") printf "%.2f", (a + b) / 2 }'; }
+		for q in mbit tx_cpu rx_cpu; do
+			v=$(ratio "$(mean2 "ab_ours-a_$q" "ab_ours-b_$q")" \
+				"$(mean2 "ab_base-a_$q" "ab_base-b_$q")")
+			record "ab_ours_vs_base_$q" "$v"
+			printf -v "ab_$q" %s "$v"
+		done
+		say "ours / base, means of 2 runs each: Mbit/s ${ab_mbit:--}," \
+			"CPU/GiB tx ${ab_tx_cpu:--}, rx ${ab_rx_cpu:--}"
+	fi
 	# Targets of issue 22 (Documentation/benchmarks.rst): reported, and
 	# checked, so that a regression shows as "not ok".
 	target() {	# target DESC VALUE OP LIMIT
