@@ -276,7 +276,8 @@ drill-coll: all
 	scripts/drill-coll.sh
 
 # CPU seconds per GiB of Nezha vs iperf3 on 1 and 2 unshaped rails, with a
-# profile (perf) of the Nezha runs; NZ_BENCH_VCPUS=2 for 2-vCPU guests.
+# profile (perf) of the Nezha runs; NZ_BENCH_VCPUS=2 for 2-vCPU guests;
+# NZ_BENCH_BASE=other/nezha.ko compares that module with ours in the boot.
 bench-cpu: all
 	scripts/bench-cpu.sh
 
