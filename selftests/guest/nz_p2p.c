@@ -1090,6 +1090,19 @@ static int recover(void)
 	const char *outage_err = "";
 	pid_t pid;
 
+	/* NZ_TIME_SCALE: how much slower this guest's kernel is (vm.sh). */
+	if (getenv("NZ_TIME_SCALE") && atof(getenv("NZ_TIME_SCALE")) >= 1)
+		ts = atof(getenv("NZ_TIME_SCALE"));
+	/*
+	 * The control communicator's waits must outlast d's failures: on a
+	 * slow kernel d's sends give up after 2 s x ts, past k's default
+	 * 30 s, and a rank whose ctl_sync() gave up went on and posted the
+	 * receive its peer's send was meant to miss.
+	 */
+	if (ts > 1) {
+		snprintf(tmo, sizeof(tmo), "%d", (int)(30000 * ts));
+		setenv("NEZHA_OP_TIMEOUT_MS", tmo, 1);
+	}
 	ret = nz_comm_init_env(&k);
 	if (ret) {
 		printf("# init: %s\n", nz_last_error());
@@ -1100,9 +1113,6 @@ static int recover(void)
 	port = atoi(getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "0");
 	snprintf((char *)big, 16, "%d", port + 1);
 	setenv("MASTER_PORT", (char *)big, 1);
-	/* NZ_TIME_SCALE: how much slower this guest's kernel is (vm.sh). */
-	if (getenv("NZ_TIME_SCALE") && atof(getenv("NZ_TIME_SCALE")) >= 1)
-		ts = atof(getenv("NZ_TIME_SCALE"));
 	snprintf(tmo, sizeof(tmo), "%d", (int)(2000 * ts));
 	setenv("NEZHA_OP_TIMEOUT_MS", tmo, 1);
 	ret = nz_comm_init_env(&d);
