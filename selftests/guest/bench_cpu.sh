@@ -316,9 +316,17 @@ if [ "$NZ_NODE" = 0 ]; then
 	say ""
 	say "=== CPU cost per byte, unshaped rails, same guests, same boot ($(nproc) vCPU per guest) ==="
 	say "$(printf '%-34s %9s %12s %12s' run Mbit/s 'tx CPU s/GiB' 'rx CPU s/GiB')"
+	# row RUN KEY LABEL: RUN's steady figures, printed and recorded as KEY_*
+	row() {
+		local mb tc rc
+		read -r mb tc _ <"$NZ_OUT/steady-$1-tx" 2>/dev/null || mb=
+		read -r _ rc _ <"$NZ_OUT/steady-$1-rx" 2>/dev/null || rc=
+		say "$(printf '%-34s %9s %12s %12s' "$3" "${mb:--}" "${tc:--}" "${rc:--}")"
+		record "${2}_mbit" "${mb:-}"
+		record "${2}_tx_cpu" "${tc:-}"
+		record "${2}_rx_cpu" "${rc:-}"
+	}
 	for n in iperf1 iperf2 nezha1 nezha1c nezha2; do
-		read -r mb tc _ <"$NZ_OUT/steady-$n-tx" 2>/dev/null || mb=
-		read -r _ rc _ <"$NZ_OUT/steady-$n-rx" 2>/dev/null || rc=
 		case $n in
 		iperf1) label="iperf3, rail0 alone" ;;
 		iperf2) label="iperf3, both rails at once" ;;
@@ -326,10 +334,7 @@ if [ "$NZ_NODE" = 0 ]; then
 		nezha1c) label="the same, copying (zerocopy off)" ;;
 		nezha2) label="Nezha p2p $SIZE, both rails" ;;
 		esac
-		say "$(printf '%-34s %9s %12s %12s' "$label" "${mb:--}" "${tc:--}" "${rc:--}")"
-		record "${n}_mbit" "${mb:-}"
-		record "${n}_tx_cpu" "${tc:-}"
-		record "${n}_rx_cpu" "${rc:-}"
+		row "$n" "$n" "$label"
 	done
 	get() { awk -F= -v k="$1" '$1 == k { print $2 }' "$RES"; }
 	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.2f", a / b }'; }
@@ -354,12 +359,7 @@ if [ "$NZ_NODE" = 0 ]; then
 		say ""
 		say "=== one rail, this module against $BASE_KO, alternated ==="
 		for n in $AB_RUNS; do
-			read -r mb tc _ <"$NZ_OUT/steady-ab-$n-tx" 2>/dev/null || mb=
-			read -r _ rc _ <"$NZ_OUT/steady-ab-$n-rx" 2>/dev/null || rc=
-			say "$(printf '%-34s %9s %12s %12s' "$n" "${mb:--}" "${tc:--}" "${rc:--}")"
-			record "ab_${n}_mbit" "${mb:-}"
-			record "ab_${n}_tx_cpu" "${tc:-}"
-			record "ab_${n}_rx_cpu" "${rc:-}"
+			row "ab-$n" "ab_$n" "$n"
 		done
 		mean2() { awk -v a="$(get "$1")" -v b="$(get "$2")" \
 			'BEGIN { if (a != "" && b != "") printf "%.2f", (a + b) / 2 }'; }
