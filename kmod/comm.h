@@ -247,6 +247,7 @@ struct nz_peer {
 	struct list_head tx_msgs;	/* sends, in submission order */
 	struct list_head resend;	/* chunks of dead connections */
 	u32 tx_inflight_msgs;
+	atomic_t zc_held;		/* sends whose pages TCP still holds */
 	struct list_head aborts;	/* struct nz_abort not yet answered */
 	/* rx */
 	struct nz_seqwin rxwin;

@@ -113,6 +113,32 @@ static void nz_conn_fail_live(struct nz_conn *conn, int err)
 }
 
 /*
+ * conn is torn down: its peer answered nothing on it since @since, long
+ * enough to call the peer gone (nz_health_peer_gone()).  The peer's other
+ * paths that heard nothing from it in the last half of that time go too
+ * (the half: the rule that tells a broken path from a gone peer), so that
+ * its transfers fail one grace period later, not when each path has run
+ * up a silence of its own.  A path's silence counts only while it waits
+ * for an answer, and one torn down alone left the next to count from
+ * when the chunks of the first moved to it: the error came up to 10 s
+ * later (make check, failover suite, "peer vanished from every rail").
+ */
+static void nz_peer_gone(struct nz_conn *conn, unsigned long since)
+{
+	struct nz_peer *p = conn->peer;
+	unsigned long half = since + (jiffies - since) / 2;
+	u32 s;
+
+	for (s = 0; s < p->comm->nrails; s++) {
+		struct nz_conn *o = &p->conns[s];
+
+		if (o != conn && READ_ONCE(o->state) == NZ_CONN_UP &&
+		    !time_after(o->quiet_since, half))
+			nz_conn_fail_live(o, -ETIMEDOUT);
+	}
+}
+
+/*
  * How a path is probed now.  A probe is a HEARTBEAT that asks for an echo:
  * it makes the other end speak, and only the end that needs an answer
  * sends one.
@@ -125,7 +151,12 @@ static void nz_conn_fail_live(struct nz_conn *conn, int err)
  *    (nz_conn_other_alive()).
  *  - WAIT, a few times a second: we wait for the peer (a send or receive
  *    with it is pending) and nothing of ours is on this path.  Enough for
- *    the dead timer to notice a peer that went away.
+ *    the dead timer to notice a peer that went away.  A send the peer
+ *    confirmed whose pages TCP still holds (zero-copy: its completion
+ *    waits for TCP's ACK) is pending too: without it, a peer that
+ *    vanished right after confirming one left only the path that held
+ *    those pages counting its silence, and the others none until the
+ *    first was torn down 10 s later (make check, failover suite).
  *  - NONE: nothing pending with the peer.  Silence then is nobody's
  *    business, and the idle cost of watching paths does not grow with
  *    the ranks of a job (issue 23): until 2026-12-02 every path sent a
@@ -147,7 +178,7 @@ static enum nz_probe nz_conn_probe(const struct nz_conn *conn,
 		if (READ_ONCE(p->conns[s].doubt))
 			return NZ_PROBE_FAST;
 	if (!list_empty(&p->tx_msgs) || !list_empty(&p->posted) ||
-	    !list_empty(&p->rx_msgs))
+	    !list_empty(&p->rx_msgs) || atomic_read(&p->zc_held))
 		return NZ_PROBE_WAIT;
 	return NZ_PROBE_NONE;
 }
@@ -311,6 +342,8 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	    (nz_health_peer_gone(conn->silent) ||
 	     nz_conn_other_heard(conn, now - msecs_to_jiffies(ms * conn->silent / 2),
 				 false))) {
+		if (nz_health_peer_gone(conn->silent))
+			nz_peer_gone(conn, now - msecs_to_jiffies(ms * conn->silent));
 		nz_conn_fail_live(conn, -ETIMEDOUT);
 		return;
 	}

@@ -258,6 +258,7 @@ void nz_msg_zc_release(struct work_struct *work)
 	m->zc_armed = false;
 	complete = nz_msg_writer_done(m);
 	spin_unlock_bh(&p->lock);
+	atomic_dec(&p->zc_held);
 	if (complete)
 		nz_msg_complete(m);
 	nz_msg_put(m);
@@ -306,6 +307,7 @@ static struct ubuf_info *nz_msg_zc_get(struct nz_msg *m)
 	m->writers++;
 	kref_get(&m->ref);
 	kref_get(&m->peer->comm->ref);
+	atomic_inc(&m->peer->zc_held);
 	atomic_inc(&nz_stats.zerocopy_held);
 	return &m->zc;
 }
@@ -380,6 +382,7 @@ int nz_conn_tx_next(struct nz_conn *conn, struct nz_tx_item *it)
 	struct nz_abort *ab;
 	LIST_HEAD(dead);
 	struct nz_msg *m;
+	int ret = 0;
 
 	it->zc = NULL;
 	it->chunk = NULL;
@@ -419,11 +422,8 @@ again:
 		return -ENODATA;	/* the next kick tries again */
 	}
 	if (!ch) {
-		spin_unlock_bh(&p->lock);
-		nz_chunks_free_list(&dead);
-		if (spare)
-			kmem_cache_free(nz_chunk_cache, spare);
-		return -ENODATA;
+		ret = -ENODATA;
+		goto out;
 	}
 	m = ch->msg;
 	ch->busy = true;
@@ -446,7 +446,7 @@ out:
 	nz_chunks_free_list(&dead);
 	if (spare)
 		kmem_cache_free(nz_chunk_cache, spare);
-	return 0;
+	return ret;
 }
 ALLOW_ERROR_INJECTION(nz_conn_tx_next, ERRNO);
 

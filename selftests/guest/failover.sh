@@ -194,33 +194,38 @@ else
 fi
 
 # The peer vanishes from every rail, as if powered off: guest 1 takes all
-# its links down (nothing more leaves or enters it) for 16 s while guest 0's
-# own links stay up.  Only probes can tell; the survivor must report an
-# error within detection + grace, and must not hang.  A peer silent on
-# every path is given 10 s before its paths are torn down (a busy node is
-# not a dead one: Documentation/health.rst), then the grace of 1 s: the
-# error came 20 s after the drill started (2026-12-02).
+# its links down (nothing more leaves or enters it) for 16 s, 4 s into the
+# stream, while guest 0's own links stay up.  Only probes can tell; the
+# survivor must report an error within detection + grace, and must not
+# hang.  A peer silent on every path is given 10 s before its paths are
+# torn down (a busy node is not a dead one: Documentation/health.rst),
+# then the grace of 1 s: the stream must end within 14 s of the vanishing
+# (end_ms, from the communicator's start on both ranks).  Until every
+# path of the peer went at once, each was torn down after a silence of
+# its own, the second up to 10 s after the first: 21 s (2026-12-04).
 sleep 2
 start=$(date +%s)
-if [ "$NZ_NODE" = 1 ]; then
-	( sleep 4; ip link set rail0 down; ip link set rail1 down; sleep 16
-	  ip link set rail0 up; ip link set rail1 up ) &
-	vanish=$!
-fi
-MASTER_PORT=$port timeout 60 "$P2P" drill 40 > "$NZ_OUT/vanish.log" 2>&1
+cmds=()
+[ "$NZ_NODE" = 1 ] && cmds=("4:ip link set rail0 down; ip link set rail1 down; sleep 16; ip link set rail0 up; ip link set rail1 up")
+MASTER_PORT=$port timeout 60 "$P2P" drill 40 "${cmds[@]}" > "$NZ_OUT/vanish.log" 2>&1
 rc=$?
 took=$(( $(date +%s) - start ))
 port=$((port + 1))
 grep -E '^# rank' "$NZ_OUT/vanish.log" | sed 's/^/# peer vanished: /'
 if [ "$NZ_NODE" = 0 ]; then
+	end=$(sed -n 's/^end_ms=//p' "$NZ_OUT/vanish.log")
 	if [ $rc != 0 ] && [ $rc != 124 ] && [ $took -lt 30 ] &&
 	   grep -qE 'Network is down|timed out' "$NZ_OUT/vanish.log"; then
 		ok "peer vanished from every rail (as if powered off): error after ${took} s, no hang"
 	else
 		not_ok "peer vanished from every rail: error, no hang" "rc $rc after $took s"
 	fi
+	if [ -n "$end" ] && [ "$end" -lt 18000 ]; then
+		ok "peer vanished: the stream ended $((end - 4000)) ms after (< 14 s)"
+	else
+		not_ok "peer vanished: the stream ended within 14 s" "end_ms=${end:-none}, the vanishing at 4000"
+	fi
 else
-	wait $vanish
 	check "rails back after the vanishing drill" sh -c \
 		'for i in $(seq 100); do ip -br link show rail1 | grep -q UP && ip -br link show rail0 | grep -q UP && exit 0; sleep 0.1; done; exit 1'
 fi

@@ -421,13 +421,15 @@ static void test_peer_sysfs(struct nz_comm *c)
  * gap as the receiver sees it).  Each COMMAND runs (sh -c) at T seconds
  * after the communicator is up, on the rank whose command line has it.
  * A negative SECONDS streams nothing: rank 1's receive waits that long
- * for rank 0's empty message.
+ * for rank 0's empty message.  Each rank prints when its stream ended
+ * (end_ms=, since the communicator was up): with a fault scheduled at a
+ * known time, how long after it the stream ended.
  * Exit status: 0 all intact and the stream ended normally; 1 otherwise.
  */
 static int drill(struct nz_comm *c, int seconds, int nsched, char **sched)
 {
 	size_t len = 2u << 20, got = 0;
-	double t0 = now_s(), last, gap = 0, gap_at = 0;
+	double t0 = now_s(), last, gap = 0, gap_at = 0, end;
 	uint64_t n = 0, bad = 0;
 	uint8_t *buf = malloc(len);
 	pid_t kid;
@@ -477,12 +479,14 @@ static int drill(struct nz_comm *c, int seconds, int nsched, char **sched)
 		}
 		n++;
 	}
+	end = now_s() - t0;
 	waitpid(kid, NULL, 0);
 	printf("# rank %d: %" PRIu64 " messages of 2 MiB, %" PRIu64
 	       " corrupt, ended with %s; longest gap %.0f ms at t=%.1f s\n",
 	       rank, n, bad, ret ? strerror(-ret) : "the last message",
 	       gap * 1000, gap_at);
 	printf("gap_ms=%.0f\n", gap * 1000);
+	printf("end_ms=%.0f\n", end * 1000);
 	free(buf);
 	return ret || bad ? 1 : 0;
 }
