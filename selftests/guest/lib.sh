@@ -72,12 +72,22 @@ nz_load_tcp_rails() {	# insmod, then TCP rail rI on the I-th device of NZ_IFS
 		i=$((i + 1))
 	done
 }
+# The suite's own output: net_diag writes there even from inside a check,
+# whose output only its last 3 lines would reach.
+# shellcheck disable=SC2034  # used by the suites that source this file
+exec {NZ_TAP_OUT}>&1
 net_diag() {	# net_diag: this guest's view of its rails, as comments (after a failure)
 	local a n
 	echo "# net_diag: $(date +%T.%N | cut -c1-12), uptime $(cut -d' ' -f1 /proc/uptime) s"
 	tc qdisc show 2>&1 | grep -v 'noqueue\|pfifo_fast\|fq_codel' | sed 's/^/#   qdisc: /'
 	ip -br addr 2>&1 | sed 's/^/#   addr: /'
 	ss -tanH 2>&1 | awk '{ print $1 }' | sort | uniq -c | sed 's/^/#   tcp sockets: /'
+	# Sockets other than the rails' (a job's rendezvous), and what TCP
+	# dropped: a rendezvous whose SYNs went unanswered for 60 s while
+	# pings passed (p2p, 2026-12-03 and -04) left no trace of why.
+	ss -tanH 2>&1 | grep -v ':7470 ' | head -n 12 | sed 's/^/#   socket: /'
+	nstat -asz 2>/dev/null | awk '/ListenDrops|ListenOverflows|ReqQFullDrop|TcpAttemptFails|TcpInErrs|TCPTimeouts|SynRetrans|AbortOnTimeout/ {
+		sub(/^Tcp(Ext)?/, "", $1); s = s " " $1 "=" $2 } END { print "#   tcp counters:" s }'
 	for a in $NZ_ADDRS; do
 		for ((n = 1; n <= NZ_NODES; n++)); do
 			[ "${a%.*}.$n" = "$a" ] && continue

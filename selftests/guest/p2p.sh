@@ -201,7 +201,7 @@ burst() {	# burst NAME PORT SIZE COUNT [pieces]: one message at a time, or all a
 	MASTER_PORT=$2 "$NZ_BIN/guest/nz_p2p" "${5:-burst}" "$3" "$4" > "$NZ_OUT/$1.log" 2>&1
 	local rc=$?
 	sed 's/^/# /' "$NZ_OUT/$1.log"
-	[ $rc = 0 ] || net_diag
+	[ $rc = 0 ] || net_diag >&"$NZ_TAP_OUT"
 	return $rc
 }
 chunks() { rail_stat "$1" chunks_tx; }
@@ -323,9 +323,11 @@ cc_seen() {	# cc_seen NAME: wait for a rail connection using NAME
 		sleep 0.1
 	done
 	# Not seen: what ss showed last, and in how many polls it showed any.
-	echo "# $n polls saw rail connections; the last one:"
-	sed 's/^/#   /' "$NZ_OUT/ss.txt"
-	net_diag
+	{
+		echo "# $n polls saw rail connections; the last one:"
+		sed 's/^/#   /' "$NZ_OUT/ss.txt"
+		net_diag
+	} >&"$NZ_TAP_OUT"
 	return 1
 }
 # Each guest starts these jobs together, whatever the tests before took: a
