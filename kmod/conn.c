@@ -102,6 +102,8 @@ void nz_conn_detach(struct nz_conn *conn, int err)
 	spin_lock_bh(&conn->kick_lock);
 	conn->tp = NULL;
 	spin_unlock_bh(&conn->kick_lock);
+	/* What its transport held back went with it (heartbeat.c probes). */
+	WRITE_ONCE(conn->rx_blocked, false);
 
 	spin_lock_bh(&p->lock);
 	/* Teardown may already have marked it DEAD: count by what we added. */

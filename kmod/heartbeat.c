@@ -157,6 +157,11 @@ static void nz_peer_gone(struct nz_conn *conn, unsigned long since)
  *    vanished right after confirming one left only the path that held
  *    those pages counting its silence, and the others none until the
  *    first was torn down 10 s later (make check, failover suite).
+ *    So is a path we stopped reading for want of budget (rx_blocked):
+ *    its sender waits for us, and a receiver that held back a message
+ *    bigger than its budget, with no receive posted, said nothing at all;
+ *    with a timeout over 10 s its sender heard nothing on any path and
+ *    tore them all down (p2p suite, recover, on the debug kernel).
  *  - NONE: nothing pending with the peer.  Silence then is nobody's
  *    business, and the idle cost of watching paths does not grow with
  *    the ranks of a job (issue 23): until 2026-12-02 every path sent a
@@ -168,16 +173,20 @@ static enum nz_probe nz_conn_probe(const struct nz_conn *conn,
 				   unsigned long now, unsigned long period)
 {
 	const struct nz_peer *p = conn->peer;
+	bool held = false;
 	u32 s;
 
 	if (conn->suspect || READ_ONCE(conn->inflight_bytes) ||
 	    (!READ_ONCE(conn->est.srtt_us) &&
 	     time_before(now, conn->up_since + NZ_HB_WARMUP * period)))
 		return NZ_PROBE_FAST;
-	for (s = 0; s < p->comm->nrails; s++)
+	for (s = 0; s < p->comm->nrails; s++) {
 		if (READ_ONCE(p->conns[s].doubt))
 			return NZ_PROBE_FAST;
-	if (!list_empty(&p->tx_msgs) || !list_empty(&p->posted) ||
+		if (READ_ONCE(p->conns[s].rx_blocked))
+			held = true;
+	}
+	if (held || !list_empty(&p->tx_msgs) || !list_empty(&p->posted) ||
 	    !list_empty(&p->rx_msgs) || atomic_read(&p->zc_held))
 		return NZ_PROBE_WAIT;
 	return NZ_PROBE_NONE;

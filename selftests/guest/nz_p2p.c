@@ -950,10 +950,10 @@ static void exchange(struct nz_comm *d, const char *after, unsigned int phase)
 	int ret, err = 0;
 
 	/*
-	 * The failure before has consequences of its own: a path whose
-	 * receiver held back for budget was declared dead by its sender and
-	 * reconnects, and the reset reaches the receiver a little later.
-	 * Those are not this exchange's.
+	 * The failure before may have consequences of its own: a path torn
+	 * down by one side (until 2026-12-04, one whose receiver held back
+	 * for budget, see held_back()) reconnects, and the reset reaches the
+	 * other side a little later.  Those are not this exchange's.
 	 */
 	sleep(1);
 	f0 = rails_sum(d, "failovers");
@@ -1012,6 +1012,56 @@ static void exchange(struct nz_comm *d, const char *after, unsigned int phase)
 static bool err_in(int err, int a, int b)
 {
 	return err == a || err == b;
+}
+
+/*
+ * 1b. A message bigger than the receiver's budget, no receive posted, and
+ * a timeout of 15 s (more than NZ_DEAD_PEER_MS): the receiver holds its
+ * paths back all that time and refuses it at the end.  Meanwhile it must
+ * keep answering: until 2026-12-04 it said nothing (nothing of its own
+ * pending with the sender), the sender heard nothing on any path for
+ * 10 s and tore them down as if the receiver were gone -- on the debug
+ * kernel, whose timeouts are 20 times longer, the send then failed with
+ * ENETDOWN instead of ENOBUFS.  No path may close on an error meanwhile.
+ */
+static void held_back(struct nz_comm *k, int port, double ts, uint8_t *big,
+		      size_t len)
+{
+	struct nz_comm *e;
+	char v[16];
+	long long e0, e1;
+	double t0, t = 0;
+	int ret = 0;
+
+	snprintf(v, sizeof(v), "%d", port + 2);
+	setenv("MASTER_PORT", v, 1);
+	snprintf(v, sizeof(v), "%d", (int)(15000 * ts));
+	setenv("NEZHA_OP_TIMEOUT_MS", v, 1);
+	ret = nz_comm_init_env(&e);
+	if (ret) {
+		tap_ok(0, "held back 15 s: init: %s", nz_last_error());
+		return;
+	}
+	ctl_sync(k);
+	e0 = rails_sum(e, "errors");
+	if (rank == 0) {
+		t0 = now_s();
+		ret = nz_send(e, big, len, peer, 9);
+		t = now_s() - t0;
+	}
+	ctl_sync(k);
+	e1 = rails_sum(e, "errors");
+	if (rank == 0)
+		tap_ok(err_in(ret, -ETIMEDOUT, -ENOBUFS) && t > 14 * ts &&
+		       e0 >= 0 && e1 == e0,
+		       "8 MiB send held back 15 s by its receiver: failed in %.1f s (%s), %lld paths closed on an error meanwhile",
+		       t, strerror(-ret), e0 < 0 || e1 < 0 ? -1 : e1 - e0);
+	else
+		tap_ok(e0 >= 0 && e1 == e0,
+		       "held back 15 s: %lld paths closed on an error meanwhile",
+		       e0 < 0 || e1 < 0 ? -1 : e1 - e0);
+	ctl_sync(k);
+	nz_comm_destroy(e);
 }
 
 /*
@@ -1152,6 +1202,7 @@ static int recover(void)
 	}
 	ctl_sync(k);
 	exchange(d, "a send that timed out", 1);
+	held_back(k, port, ts, big, sizeof(big));
 
 	/* 2. The receive posted after its send gave up. */
 	if (rank == 0) {
