@@ -220,10 +220,15 @@ if [ "$NZ_NODE" = 0 ]; then
 	else
 		not_ok "peer vanished from every rail: error, no hang" "rc $rc after $took s"
 	fi
-	if [ -n "$end" ] && [ "$end" -lt 18000 ]; then
-		ok "peer vanished: the stream ended $((end - 4000)) ms after (< 14 s)"
+	# On a slow kernel (make check-debug) guest 1's command itself starts
+	# late: its shell and ip took seconds to run there (the stream ended
+	# 14.2 s after the planned vanishing, 2026-12-05), so 7 s more.
+	limit=14000
+	[ "${NZ_TIME_SCALE:-1}" -gt 1 ] 2>/dev/null && limit=21000
+	if [ -n "$end" ] && [ "$end" -lt $((4000 + limit)) ]; then
+		ok "peer vanished: the stream ended $((end - 4000)) ms after (< $((limit / 1000)) s)"
 	else
-		not_ok "peer vanished: the stream ended within 14 s" "end_ms=${end:-none}, the vanishing at 4000"
+		not_ok "peer vanished: the stream ended within $((limit / 1000)) s" "end_ms=${end:-none}, the vanishing at 4000"
 	fi
 else
 	check "rails back after the vanishing drill" sh -c \
