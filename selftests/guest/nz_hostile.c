@@ -817,8 +817,7 @@ int main(int argc, char **argv)
 	 * (one CI run: "wire fuzz: exit status 141").
 	 */
 	signal(SIGPIPE, SIG_IGN);
-	if (getenv("NZ_TIME_SCALE") && atof(getenv("NZ_TIME_SCALE")) >= 1)
-		tscale = atof(getenv("NZ_TIME_SCALE"));
+	tscale = nz_time_scale();
 
 	if (argc < 4)
 		return 2;

@@ -1003,8 +1003,7 @@ int main(int argc, char **argv)
 	inet_pton(AF_INET, argv[2], &rail_addr);
 	rail_port = (uint16_t)atoi(argv[3]);
 	ctl = argv[4];
-	if (getenv("NZ_TIME_SCALE") && atof(getenv("NZ_TIME_SCALE")) >= 1)
-		tscale = atof(getenv("NZ_TIME_SCALE"));
+	tscale = nz_time_scale();
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 

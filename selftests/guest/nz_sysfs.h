@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Guest test programs: the module's parameters, and one value of a
- * connection's sysfs directory, /sys/class/nezha/rail-RAIL/peer-COMM-RANK-PEER/FILE.
+ * Guest test programs: the kernel's time scale, the module's parameters,
+ * and one value of a connection's sysfs directory, /sys/class/nezha/rail-RAIL/peer-COMM-RANK-PEER/FILE.
  */
 #ifndef NZ_SELFTEST_SYSFS_H
 #define NZ_SELFTEST_SYSFS_H
@@ -10,6 +10,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/*
+ * NZ_TIME_SCALE (vm.sh): how much slower this guest's kernel is than the
+ * one the tests' time bounds are for; 1 when unset or below 1.
+ */
+static inline double nz_time_scale(void)
+{
+	const char *v = getenv("NZ_TIME_SCALE");
+
+	return v && atof(v) >= 1 ? atof(v) : 1;
+}
 
 /*
  * Module parameter NAME of nezha.ko: its value with set < 0, else set it
