@@ -23,6 +23,7 @@ enum {
 	NZ_OFF_WELCOME_MAC	= 8,	/* WELCOME */
 	NZ_OFF_WELCOME_INC	= 40,
 	NZ_OFF_HELLO_INC	= 8,	/* HELLO (the rest is its body) */
+	NZ_OFF_HELLO_FLAGS	= 16,
 
 	NZ_OFF_MSG_ID		= 8,	/* DATA and ACK */
 	NZ_OFF_TAG		= 16,	/* DATA */
@@ -67,7 +68,7 @@ static_assert(NZ_WIRE_HDR_LEN % 8 == 0, "header keeps payload aligned");
 /* End of the used part of the per-type area; the rest is reserved. */
 static const u8 nz_area_end[__NZ_FRAME_MAX] = {
 	[NZ_FRAME_CHALLENGE]		= NZ_OFF_NONCE_S + NZ_WIRE_NONCE_LEN,
-	[NZ_FRAME_HELLO]		= NZ_OFF_HELLO_INC + 8,
+	[NZ_FRAME_HELLO]		= NZ_OFF_HELLO_FLAGS + 4,
 	[NZ_FRAME_WELCOME]		= NZ_OFF_WELCOME_INC + 8,
 	[NZ_FRAME_DATA]			= NZ_OFF_OFFSET + 8,
 	[NZ_FRAME_ACK]			= NZ_OFF_ACK_LEN + 4,
@@ -98,6 +99,7 @@ static const char *const nz_type_names[__NZ_FRAME_MAX] = {
 /* Domain labels: a HELLO MAC can never pass for a WELCOME MAC. */
 #define NZ_HELLO_LABEL		"NZHELLO1"
 #define NZ_WELCOME_LABEL	"NZWELC01"
+#define NZ_FRAME_KEY_LABEL	"NZFRAME1"
 #define NZ_LABEL_LEN		8
 
 static bool nz_type_known(unsigned int type)
@@ -168,6 +170,8 @@ static int nz_check_abort(const struct nz_frame *f)
 static int nz_check_hello(const struct nz_frame_hello *h)
 {
 	if (!h->incarnation || !nz_wire_unit_ok(h->unit))
+		return -EPROTO;
+	if (h->flags & ~NZ_HELLO_F_KNOWN)
 		return -EPROTO;
 	if (!h->nrails || h->rail >= h->nrails)
 		return -EPROTO;
@@ -252,6 +256,7 @@ static void nz_put_area(const struct nz_frame *f, u8 *p)
 		break;
 	case NZ_FRAME_HELLO:
 		put_unaligned_be64(f->hello.incarnation, p + NZ_OFF_HELLO_INC);
+		put_unaligned_be32(f->hello.flags, p + NZ_OFF_HELLO_FLAGS);
 		break;
 	case NZ_FRAME_WELCOME:
 		memcpy(p + NZ_OFF_WELCOME_MAC, f->welcome.mac, NZ_WIRE_MAC_LEN);
@@ -308,6 +313,7 @@ static void nz_get_area(struct nz_frame *f, const u8 *p)
 		break;
 	case NZ_FRAME_HELLO:
 		f->hello.incarnation = get_unaligned_be64(p + NZ_OFF_HELLO_INC);
+		f->hello.flags = get_unaligned_be32(p + NZ_OFF_HELLO_FLAGS);
 		break;
 	case NZ_FRAME_WELCOME:
 		memcpy(f->welcome.mac, p + NZ_OFF_WELCOME_MAC, NZ_WIRE_MAC_LEN);
@@ -434,8 +440,8 @@ int nz_wire_decode(const void *buf, size_t size,
 	return nz_wire_decode_body(f, p + NZ_WIRE_HDR_LEN);
 }
 
-void nz_wire_hello_mac_input(const struct nz_frame_hello *h,
-			     const u8 *nonce_s, u8 *out)
+unsigned int nz_wire_hello_mac_input(const struct nz_frame_hello *h,
+				     const u8 *nonce_s, u8 *out)
 {
 	memcpy(out, NZ_HELLO_LABEL, NZ_LABEL_LEN);
 	memcpy(out + 8, nonce_s, NZ_WIRE_NONCE_LEN);
@@ -447,6 +453,10 @@ void nz_wire_hello_mac_input(const struct nz_frame_hello *h,
 	put_unaligned_be16(h->nrails, out + 58);
 	put_unaligned_be32(h->unit, out + 60);
 	put_unaligned_be64(h->incarnation, out + 64);
+	if (!h->flags)		/* as before there were flags */
+		return NZ_WIRE_HELLO_MAC_LEN;
+	put_unaligned_be32(h->flags, out + 72);
+	return NZ_WIRE_HELLO_MAC_MAX;
 }
 
 void nz_wire_welcome_mac_input(const u8 *nonce_c, const u8 *nonce_s,
@@ -461,6 +471,20 @@ void nz_wire_welcome_mac_input(const u8 *nonce_c, const u8 *nonce_s,
 	put_unaligned_be32(client_rank, out + 52);
 	put_unaligned_be16(rail, out + 56);
 	put_unaligned_be64(incarnation, out + 58);
+}
+
+void nz_wire_frame_key_input(unsigned int dir, const u8 *nonce_c,
+			     const u8 *nonce_s, u64 job_id, u32 client_rank,
+			     u32 server_rank, u16 rail, u8 *out)
+{
+	memcpy(out, NZ_FRAME_KEY_LABEL, NZ_LABEL_LEN);
+	out[8] = dir;
+	memcpy(out + 9, nonce_c, NZ_WIRE_NONCE_LEN);
+	memcpy(out + 25, nonce_s, NZ_WIRE_NONCE_LEN);
+	put_unaligned_be64(job_id, out + 41);
+	put_unaligned_be32(client_rank, out + 49);
+	put_unaligned_be32(server_rank, out + 53);
+	put_unaligned_be16(rail, out + 57);
 }
 
 bool nz_wire_type_expected(enum nz_wire_state st, unsigned int type)

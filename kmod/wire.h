@@ -27,8 +27,13 @@
 #define NZ_WIRE_MAC_LEN		32
 #define NZ_WIRE_HELLO_LEN	72	/* HELLO body, after the header */
 
-/* Canonical byte strings fed to HMAC-SHA256 for HELLO and WELCOME. */
+/*
+ * Canonical byte strings fed to HMAC-SHA256 for HELLO (72 bytes, 76 with
+ * flags), WELCOME and the per-frame MAC keys of a connection.
+ */
 #define NZ_WIRE_HELLO_MAC_LEN	72
+#define NZ_WIRE_HELLO_MAC_MAX	76
+#define NZ_WIRE_FRAME_KEY_LEN	59
 #define NZ_WIRE_WELCOME_MAC_LEN	66
 
 /* Chunk unit: a power of two in [NZ_WIRE_UNIT_MIN, NZ_WIRE_UNIT_MAX]. */
@@ -62,6 +67,7 @@ enum nz_close_reason {
 	NZ_CLOSE_ADMIN		= 6,	/* rail set down by the administrator */
 	NZ_CLOSE_RESOURCE	= 7,	/* out of memory or of a limit */
 	NZ_CLOSE_RESTARTED	= 8,	/* another instance of that rank was here */
+	NZ_CLOSE_FRAME_MAC	= 9,	/* per-frame MAC set differently here */
 };
 
 /* Connection states, for nz_wire_type_expected(). */
@@ -82,8 +88,13 @@ struct nz_frame_challenge {
 	u8	nonce_s[NZ_WIRE_NONCE_LEN];
 };
 
+/* HELLO flags: what the client asks of the connection. */
+#define NZ_HELLO_F_FRAME_MAC	0x1	/* a MAC on every frame after WELCOME */
+#define NZ_HELLO_F_KNOWN	NZ_HELLO_F_FRAME_MAC
+
 struct nz_frame_hello {
 	u64	incarnation;	/* the client's communicator instance, != 0 */
+	u32	flags;		/* NZ_HELLO_F_* */
 	u64	job_id;
 	u32	src_rank;	/* the client */
 	u32	dst_rank;	/* the server */
@@ -211,10 +222,11 @@ int nz_wire_decode(const void *buf, size_t size,
 
 /*
  * HMAC input of HELLO: "NZHELLO1" nonce_s nonce_c job src dst rail n unit
- * incarnation.
+ * incarnation, and flags if any.  @out holds NZ_WIRE_HELLO_MAC_MAX bytes;
+ * returns the length used.
  */
-void nz_wire_hello_mac_input(const struct nz_frame_hello *h,
-			     const u8 *nonce_s, u8 *out);
+unsigned int nz_wire_hello_mac_input(const struct nz_frame_hello *h,
+				     const u8 *nonce_s, u8 *out);
 
 /*
  * HMAC input of WELCOME: "NZWELC01" nonce_c nonce_s job server client rail
@@ -223,6 +235,15 @@ void nz_wire_hello_mac_input(const struct nz_frame_hello *h,
 void nz_wire_welcome_mac_input(const u8 *nonce_c, const u8 *nonce_s,
 			       u64 job_id, u32 server_rank, u32 client_rank,
 			       u16 rail, u64 incarnation, u8 *out);
+
+/*
+ * HMAC input of a connection's per-frame MAC key for direction @dir (0:
+ * client to server, 1: server to client): "NZFRAME1" dir nonce_c nonce_s
+ * job client server rail.  NZ_WIRE_FRAME_KEY_LEN bytes.
+ */
+void nz_wire_frame_key_input(unsigned int dir, const u8 *nonce_c,
+			     const u8 *nonce_s, u64 job_id, u32 client_rank,
+			     u32 server_rank, u16 rail, u8 *out);
 
 /* May a frame of @type arrive in state @st?  CLOSE always may. */
 bool nz_wire_type_expected(enum nz_wire_state st, unsigned int type);

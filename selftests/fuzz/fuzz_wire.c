@@ -212,12 +212,16 @@ static void fz_ack(struct fz_conn *c, const struct nz_frame *f)
 static void fz_hello(const struct nz_frame *f)
 {
 	const struct nz_frame_hello *h = &f->hello;
-	u8 in[NZ_WIRE_HELLO_MAC_LEN], nonce_s[NZ_WIRE_NONCE_LEN] = { 0 };
+	u8 in[NZ_WIRE_HELLO_MAC_MAX], nonce_s[NZ_WIRE_NONCE_LEN] = { 0 };
+	unsigned int len;
 
 	FZ_ASSERT(nz_wire_unit_ok(h->unit));
 	FZ_ASSERT(h->rail < h->nrails);
 	FZ_ASSERT(h->src_rank != h->dst_rank);
-	nz_wire_hello_mac_input(h, nonce_s, in);
+	FZ_ASSERT(!(h->flags & ~NZ_HELLO_F_KNOWN));
+	len = nz_wire_hello_mac_input(h, nonce_s, in);
+	FZ_ASSERT(len == (h->flags ? NZ_WIRE_HELLO_MAC_MAX :
+			  NZ_WIRE_HELLO_MAC_LEN));
 	FZ_ASSERT(!memcmp(in, "NZHELLO1", 8));
 	FZ_ASSERT(!memcmp(in + 24, h->nonce_c, NZ_WIRE_NONCE_LEN));
 	FZ_ASSERT(get_unaligned_be64(in + 40) == h->job_id);

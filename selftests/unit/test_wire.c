@@ -775,7 +775,32 @@ static bool t_reject_reserved_challenge(void)
 
 static bool t_reject_reserved_hello(void)
 {
-	return reserved_rejected(NZ_FRAME_HELLO, 16);
+	return reserved_rejected(NZ_FRAME_HELLO, 20);
+}
+
+/* HELLO flags: the one known travels; an unknown one is malformed. */
+static bool t_hello_flags(void)
+{
+	static const u32 bad[] = { 0x2, 0x80000000, 0xffffffff };
+	u8 b[NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN];
+	struct nz_frame f, g;
+	unsigned int i;
+	int n;
+
+	mk(&f, NZ_FRAME_HELLO);
+	f.hello.flags = NZ_HELLO_F_FRAME_MAC;
+	n = nz_wire_encode(&f, &lim, b, sizeof(b));
+	CHECK_EQ(n, (int)sizeof(b));
+	CHECK_EQ(get_unaligned_be32(b + 16), NZ_HELLO_F_FRAME_MAC);
+	CHECK_EQ(nz_wire_decode(b, sizeof(b), &lim, &g), 0);
+	CHECK_EQ(g.hello.flags, NZ_HELLO_F_FRAME_MAC);
+	for (i = 0; i < ARRAY_SIZE(bad); i++) {
+		put_unaligned_be32(bad[i], b + 16);
+		CHECK_EQ(nz_wire_decode(b, sizeof(b), &lim, &g), -EPROTO);
+		f.hello.flags = bad[i];
+		CHECK_EQ(nz_wire_encode(&f, &lim, b, sizeof(b)), -EPROTO);
+	}
+	return true;
 }
 
 static bool t_reject_reserved_welcome(void)
@@ -1163,6 +1188,69 @@ static bool t_hello_mac_input_golden(void)
 	nz_wire_hello_mac_input(&f.hello, nonce_s, out);
 	CHECK(!memcmp(out, want, sizeof(want)));
 	CHECK_EQ(out[NZ_WIRE_HELLO_MAC_LEN], 0x77);
+	return true;
+}
+
+/*
+ * Flags join the MAC input only when set: a HELLO without flags makes the
+ * 72 bytes it made before there were any; the flag cannot be stripped.
+ */
+static bool t_hello_mac_input_flags(void)
+{
+	u8 plain[NZ_WIRE_HELLO_MAC_MAX], out[NZ_WIRE_HELLO_MAC_MAX + 1];
+	u8 ns[NZ_WIRE_NONCE_LEN] = { 1 };
+	struct nz_frame f;
+
+	mk(&f, NZ_FRAME_HELLO);
+	CHECK_EQ(nz_wire_hello_mac_input(&f.hello, ns, plain),
+		 NZ_WIRE_HELLO_MAC_LEN);
+	f.hello.flags = NZ_HELLO_F_FRAME_MAC;
+	memset(out, 0x77, sizeof(out));
+	CHECK_EQ(nz_wire_hello_mac_input(&f.hello, ns, out),
+		 NZ_WIRE_HELLO_MAC_MAX);
+	CHECK(!memcmp(out, plain, NZ_WIRE_HELLO_MAC_LEN));
+	CHECK_EQ(get_unaligned_be32(out + NZ_WIRE_HELLO_MAC_LEN),
+		 NZ_HELLO_F_FRAME_MAC);
+	CHECK_EQ(out[NZ_WIRE_HELLO_MAC_MAX], 0x77);
+	return true;
+}
+
+/* The per-frame key input: its layout, and every field bound. */
+static bool t_frame_key_input(void)
+{
+	u8 want[NZ_WIRE_FRAME_KEY_LEN], out[NZ_WIRE_FRAME_KEY_LEN + 1];
+	u8 base[NZ_WIRE_FRAME_KEY_LEN];
+	u8 nc[NZ_WIRE_NONCE_LEN], ns[NZ_WIRE_NONCE_LEN];
+	unsigned int i;
+
+	fill(nc, sizeof(nc), 0xc0);
+	fill(ns, sizeof(ns), 0xb0);
+	memcpy(want, "NZFRAME1", 8);
+	want[8] = 1;
+	fill(want + 9, 16, 0xc0);
+	fill(want + 25, 16, 0xb0);
+	put_unaligned_be64(0xa1a2a3a4a5a6a7a8ULL, want + 41);
+	put_unaligned_be32(3, want + 49);
+	put_unaligned_be32(7, want + 53);
+	put_unaligned_be16(5, want + 57);
+	memset(out, 0x77, sizeof(out));
+	nz_wire_frame_key_input(1, nc, ns, 0xa1a2a3a4a5a6a7a8ULL, 3, 7, 5, out);
+	CHECK(!memcmp(out, want, sizeof(want)));
+	CHECK_EQ(out[NZ_WIRE_FRAME_KEY_LEN], 0x77);
+	nz_wire_frame_key_input(0, nc, ns, 1, 3, 7, 5, base);
+	for (i = 0; i < 8; i++) {
+		nc[0] ^= i == 1;
+		ns[0] ^= i == 2;
+		nz_wire_frame_key_input(i == 0, nc, ns, 1 + (i == 3),
+					3 + (i == 4), 7 + (i == 5),
+					5 + (i == 6), out);
+		if (i < 7 && !memcmp(out, base, sizeof(base))) {
+			printf("#   field %u not bound\n", i);
+			return false;
+		}
+		nc[0] = 0xc0;
+		ns[0] = 0xb0;
+	}
 	return true;
 }
 
@@ -1559,6 +1647,9 @@ static const struct {
 	T(decode_error_clears_frame),
 	T(hello_mac_input_golden),
 	T(hello_mac_input_binds_fields),
+	T(hello_mac_input_flags),
+	T(frame_key_input),
+	T(hello_flags),
 	T(welcome_mac_input_golden),
 	T(welcome_mac_input_binds_fields),
 	T(mac_inputs_domain_separated),
