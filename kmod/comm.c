@@ -70,19 +70,21 @@ static bool nz_comm_fits(const struct nz_comm *comm, const struct nz_rail *rail,
  * nobody can squat another user's slot -- and the one whose key made the
  * HELLO's MAC is it.  NULL if none: *reason is NZ_CLOSE_IDENTITY if no
  * communicator of that job, rank and shape is here (yet), NZ_CLOSE_AUTH
- * if one is but none of them has the key.
+ * if one is but none of them has the key, NZ_CLOSE_FRAME_MAC if the HELLO
+ * asks for a per-frame MAC and the rail has none, or the reverse.
  */
 struct nz_comm *nz_comm_find_hello(struct nz_rail *rail,
 				   const struct nz_frame_hello *h,
 				   const u8 *nonce_s, struct nz_conn **connp,
 				   u32 *reason)
 {
-	u8 in[NZ_WIRE_HELLO_MAC_LEN], mac[NZ_WIRE_MAC_LEN];
+	u8 in[NZ_WIRE_HELLO_MAC_MAX], mac[NZ_WIRE_MAC_LEN];
 	struct nz_comm *comm, *found = NULL;
 	struct nz_conn *conn;
+	unsigned int len;
 
 	*reason = NZ_CLOSE_IDENTITY;
-	nz_wire_hello_mac_input(h, nonce_s, in);
+	len = nz_wire_hello_mac_input(h, nonce_s, in);
 	mutex_lock(&nz_comms_lock);
 	list_for_each_entry(comm, &nz_comms, node) {
 		if (comm->job_id != h->job_id || comm->rank != h->dst_rank)
@@ -92,7 +94,7 @@ struct nz_comm *nz_comm_find_hello(struct nz_rail *rail,
 		    !nz_comm_fits(comm, rail, h->rail, h->unit, h->nrails))
 			continue;
 		*reason = NZ_CLOSE_AUTH;
-		if (nz_comm_mac(comm, in, sizeof(in), mac) ||
+		if (nz_comm_mac(comm, in, len, mac) ||
 		    crypto_memneq(mac, h->mac, sizeof(mac)))
 			continue;
 		kref_get(&comm->ref);
@@ -102,6 +104,12 @@ struct nz_comm *nz_comm_find_hello(struct nz_rail *rail,
 	}
 	mutex_unlock(&nz_comms_lock);
 	memzero_explicit(mac, sizeof(mac));
+	/* Both ends of a rail put a MAC on every frame, or neither. */
+	if (found && !(h->flags & NZ_HELLO_F_FRAME_MAC) != !rail->frame_mac) {
+		*reason = NZ_CLOSE_FRAME_MAC;
+		nz_comm_put(found);
+		return NULL;
+	}
 	if (found && nz_conn_incarnation(*connp, h->incarnation)) {
 		*reason = NZ_CLOSE_RESTARTED;
 		nz_comm_put(found);

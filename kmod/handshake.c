@@ -47,12 +47,58 @@ int nz_hs_make_welcome(struct nz_comm *comm, const struct nz_frame_hello *h,
 	return nz_comm_mac(comm, in, sizeof(in), f->welcome.mac);
 }
 
+/*
+ * Both ends, after the WELCOME: the per-frame MAC keys of the connection
+ * between client and server on rail (slot), one per direction, derived
+ * with the job secret from both nonces -- so they belong to this
+ * connection alone.
+ */
+static int nz_hs_frame_keys(struct nz_comm *comm, const u8 *nonce_c,
+			    const u8 *nonce_s, u32 client, u32 server,
+			    u16 rail, bool is_server, struct nz_fmac_keys *k)
+{
+	u8 in[NZ_WIRE_FRAME_KEY_LEN];
+	struct nz_fmac *dir[2];
+	unsigned int d;
+	int ret = 0;
+
+	BUILD_BUG_ON(NZ_FMAC_KEY_LEN != NZ_WIRE_MAC_LEN);
+	memset(k, 0, sizeof(*k));
+	dir[0] = is_server ? &k->rx : &k->tx;	/* client -> server */
+	dir[1] = is_server ? &k->tx : &k->rx;
+	for (d = 0; d < 2 && !ret; d++) {
+		nz_wire_frame_key_input(d, nonce_c, nonce_s, comm->job_id,
+					client, server, rail, in);
+		ret = nz_comm_mac(comm, in, sizeof(in), dir[d]->key);
+	}
+	if (ret)
+		memzero_explicit(k, sizeof(*k));
+	else
+		k->on = true;
+	return ret;
+}
+
+/*
+ * Server: the per-frame MAC keys for the connection HELLO h opens, if it
+ * asked for them (nz_comm_find_hello() checked that the rail agrees).
+ */
+int nz_hs_server_keys(struct nz_comm *comm, const struct nz_frame_hello *h,
+		      const u8 *nonce_s, struct nz_fmac_keys *k)
+{
+	memset(k, 0, sizeof(*k));
+	if (!(h->flags & NZ_HELLO_F_FRAME_MAC))
+		return 0;
+	return nz_hs_frame_keys(comm, h->nonce_c, nonce_s, h->src_rank,
+				comm->rank, h->rail, true, k);
+}
+
 /* Client: our HELLO on conn, answering the server's CHALLENGE nonce_s. */
 static int nz_conn_make_hello(struct nz_conn *conn, const u8 *nonce_s,
 			      struct nz_frame *f)
 {
 	struct nz_comm *comm = conn->peer->comm;
-	u8 in[NZ_WIRE_HELLO_MAC_LEN];
+	u8 in[NZ_WIRE_HELLO_MAC_MAX];
+	unsigned int len;
 
 	nz_frame_init(f, NZ_FRAME_HELLO);
 	f->hello.incarnation = comm->incarnation;
@@ -62,9 +108,11 @@ static int nz_conn_make_hello(struct nz_conn *conn, const u8 *nonce_s,
 	f->hello.rail = conn->slot;
 	f->hello.nrails = comm->nrails;
 	f->hello.unit = comm->unit;
+	if (conn->rail->frame_mac)
+		f->hello.flags |= NZ_HELLO_F_FRAME_MAC;
 	get_random_bytes(f->hello.nonce_c, sizeof(f->hello.nonce_c));
-	nz_wire_hello_mac_input(&f->hello, nonce_s, in);
-	return nz_comm_mac(comm, in, sizeof(in), f->hello.mac);
+	len = nz_wire_hello_mac_input(&f->hello, nonce_s, in);
+	return nz_comm_mac(comm, in, len, f->hello.mac);
 }
 
 /*
@@ -133,9 +181,11 @@ int nz_conn_incarnation(struct nz_conn *conn, u64 incarnation)
  * HELLO, the WELCOME.  0 once the server proved it knows the secret and
  * named an instance we accept; -ECONNREFUSED for its CLOSE, -EACCES for a
  * MAC that does not check, -ESTALE for a restarted peer, or io's error.
- * Process context.
+ * keys: the connection's per-frame MAC keys if its rail has them (the
+ * server agreed: it sends no WELCOME otherwise).  Process context.
  */
-int nz_hs_client(struct nz_conn *conn, const struct nz_hs_io *io, void *ctx)
+int nz_hs_client(struct nz_conn *conn, const struct nz_hs_io *io, void *ctx,
+		 struct nz_fmac_keys *keys)
 {
 	u8 nonce_s[NZ_WIRE_NONCE_LEN], nonce_c[NZ_WIRE_NONCE_LEN];
 	struct nz_frame f;
@@ -156,5 +206,11 @@ int nz_hs_client(struct nz_conn *conn, const struct nz_hs_io *io, void *ctx)
 	ret = io->recv(ctx, NZ_WS_CLIENT_WAIT_WELCOME, &f);
 	if (ret)
 		return ret;
-	return nz_conn_check_welcome(conn, &f.welcome, nonce_c, nonce_s);
+	ret = nz_conn_check_welcome(conn, &f.welcome, nonce_c, nonce_s);
+	memset(keys, 0, sizeof(*keys));
+	if (ret || !conn->rail->frame_mac)
+		return ret;
+	return nz_hs_frame_keys(conn->peer->comm, nonce_c, nonce_s,
+				conn->peer->comm->rank, conn->peer->rank,
+				conn->slot, false, keys);
 }

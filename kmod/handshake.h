@@ -6,6 +6,7 @@
 #ifndef _NZ_HANDSHAKE_H
 #define _NZ_HANDSHAKE_H
 
+#include "frame_mac.h"
 #include "wire.h"
 
 struct nz_comm;
@@ -22,7 +23,10 @@ struct nz_hs_io {
 	int (*send_hello)(void *ctx, const struct nz_frame *f);
 };
 
-int nz_hs_client(struct nz_conn *conn, const struct nz_hs_io *io, void *ctx);
+int nz_hs_client(struct nz_conn *conn, const struct nz_hs_io *io, void *ctx,
+		 struct nz_fmac_keys *keys);
+int nz_hs_server_keys(struct nz_comm *comm, const struct nz_frame_hello *h,
+		      const u8 *nonce_s, struct nz_fmac_keys *k);
 void nz_hs_make_challenge(const u8 *nonce_s, struct nz_frame *f);
 int nz_hs_make_welcome(struct nz_comm *comm, const struct nz_frame_hello *h,
 		       const u8 *nonce_s, struct nz_frame *f);

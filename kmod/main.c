@@ -8,6 +8,7 @@
 #include "nezha.h"
 #include "rail.h"
 #include "comm.h"
+#include "frame_mac.h"
 #include "transport.h"
 
 struct nz_stats nz_stats;
@@ -79,6 +80,7 @@ static void __exit nz_exit(void)
 	nz_tx_zc_exit();
 	destroy_workqueue(nz_wq);
 	nz_msg_exit();
+	nz_fmac_exit();
 	pr_info("nezha unloaded\n");
 }
 

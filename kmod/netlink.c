@@ -18,7 +18,8 @@ void nz_fill_version(struct nz_version *v)
 	v->abi_version = NZ_ABI_VERSION;
 	v->max_rails = NZ_MAX_RAILS;
 	v->features = NZ_FEAT_NOP | NZ_FEAT_NOP_DEFER | NZ_FEAT_P2P |
-		      NZ_FEAT_FIXED_BUF | NZ_FEAT_TCP | NZ_FEAT_CANCEL;
+		      NZ_FEAT_FIXED_BUF | NZ_FEAT_TCP | NZ_FEAT_CANCEL |
+		      NZ_FEAT_FRAME_MAC;
 	if (nz_transport_loaded(NZ_PROTO_RDMA))
 		v->features |= NZ_FEAT_RDMA;
 	strscpy(v->release, NZ_RELEASE, sizeof(v->release));
@@ -168,6 +169,7 @@ static int nz_nl_put_rail_stats(struct sk_buff *skb,
 		{ NZ_RSTAT_CONNS, atomic_read(&st->conns) },
 		{ NZ_RSTAT_FAILOVERS, atomic64_read(&st->failovers) },
 		{ NZ_RSTAT_RESENT, atomic64_read(&st->resent) },
+		{ NZ_RSTAT_MAC_FAILURES, atomic64_read(&st->mac_failures) },
 	};
 	struct nlattr *nest;
 	int i;
@@ -196,6 +198,7 @@ static int nz_nl_put_rail(struct sk_buff *skb, struct nz_rail *rail)
 	    nla_put_u32(skb, NZ_A_RAIL_STATE, nz_rail_state(rail)) ||
 	    nla_put_string(skb, NZ_A_RAIL_NETDEV, rail->netdev) ||
 	    nla_put_u32(skb, NZ_A_RAIL_SPEED, READ_ONCE(rail->speed_mbps)) ||
+	    nla_put_u8(skb, NZ_A_RAIL_FRAME_MAC, rail->frame_mac) ||
 	    nz_nl_put_rail_stats(skb, &rail->stats))
 		return -EMSGSIZE;
 	if (rail->ib_port &&
@@ -274,6 +277,8 @@ static int nz_nl_rail_add(struct sk_buff *skb, struct genl_info *info)
 		cfg.port = nla_get_u16(attrs[NZ_A_RAIL_PORT]);
 	if (attrs[NZ_A_RAIL_WEIGHT])
 		cfg.weight = nla_get_u32(attrs[NZ_A_RAIL_WEIGHT]);
+	if (attrs[NZ_A_RAIL_FRAME_MAC])
+		cfg.frame_mac = nla_get_u8(attrs[NZ_A_RAIL_FRAME_MAC]);
 
 	ret = nz_rail_add(genl_info_net(info), &cfg, info->extack);
 	if (ret)
@@ -432,6 +437,7 @@ static const struct nla_policy nz_rail_add_policy[NZ_A_MAX + 1] = {
 	[NZ_A_RAIL_IBPORT] = NLA_POLICY_RANGE(NLA_U32, 1, NZ_MAX_IBPORT),
 	[NZ_A_RAIL_GID_INDEX] = NLA_POLICY_FULL_RANGE(NLA_U32,
 						      &nz_gid_index_range),
+	[NZ_A_RAIL_FRAME_MAC] = NLA_POLICY_MAX(NLA_U8, 1),
 };
 
 /* RAIL_DEL and RAIL_GET: a name, nothing else. */

@@ -25,6 +25,7 @@
 #include <net/net_namespace.h>
 #include <net/netlink.h>
 #include "nezha.h"
+#include "frame_mac.h"
 #include "rail.h"
 #include "transport.h"
 
@@ -292,6 +293,16 @@ static struct nz_rail *nz_rail_alloc(struct net *net,
 	ops = nz_rail_transport(cfg->proto, extack);
 	if (IS_ERR(ops))
 		return ERR_CAST(ops);
+	if (cfg->frame_mac && !ops->frame_mac) {
+		NL_SET_ERR_MSG(extack, "no per-frame MAC on this protocol");
+		nz_transport_put(ops);
+		return ERR_PTR(-EOPNOTSUPP);
+	}
+	if (cfg->frame_mac && nz_fmac_get()) {
+		NL_SET_ERR_MSG(extack, "no Poly1305 in this kernel for the per-frame MAC");
+		nz_transport_put(ops);
+		return ERR_PTR(-EOPNOTSUPP);
+	}
 
 	rail = kzalloc(sizeof(*rail), GFP_KERNEL);
 	if (!rail) {
@@ -303,6 +314,7 @@ static struct nz_rail *nz_rail_alloc(struct net *net,
 	rail->ops = ops;
 	rail->port = cfg->port ?: NZ_DEFAULT_PORT;
 	rail->weight = cfg->weight;
+	rail->frame_mac = cfg->frame_mac;
 	kref_init(&rail->ref);
 	rail->net = get_net(net);
 	return rail;

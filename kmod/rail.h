@@ -37,6 +37,7 @@ struct nz_rail_stats {
 	atomic64_t ctrl_dropped;	/* ACKs/echoes past max_ctrl_frames */
 	atomic64_t hb_frames;		/* probes and echoes queued */
 	atomic64_t last_failover_ms;	/* boot-time ms of the last; 0 never */
+	atomic64_t mac_failures;	/* frames whose MAC did not check */
 };
 
 /* Longest device name: RDMA devices have up to IB_DEVICE_NAME_MAX - 1. */
@@ -54,6 +55,7 @@ struct nz_rail_cfg {
 	__be32 addr;			/* 0 = the device's first IPv4 address */
 	u16 port;			/* 0 = NZ_DEFAULT_PORT */
 	u32 weight;
+	bool frame_mac;			/* TCP: a MAC on every frame */
 };
 
 /*
@@ -76,6 +78,7 @@ struct nz_rail {
 	u16 port;			/* host order */
 	u32 weight;			/* read locklessly: READ_ONCE */
 	u32 speed_mbps;			/* netdev link speed, 0 = unknown */
+	bool frame_mac;			/* TCP: a MAC on every frame */
 	bool admin_down;		/* read locklessly: READ_ONCE */
 	bool failed;			/* no listener (device gone): READ_ONCE */
 	bool dead;			/* deleted; no new connections */

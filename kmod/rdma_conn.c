@@ -114,6 +114,8 @@ static const char *nz_rdma_reason(u32 reason)
 		return "no resources";
 	case NZ_CLOSE_RESTARTED:
 		return "rank restarted";
+	case NZ_CLOSE_FRAME_MAC:
+		return "per-frame MAC set differently";
 	default:
 		return "malformed handshake";
 	}
@@ -490,6 +492,7 @@ int nz_rdma_conn_connect(struct nz_conn *conn)
 	unsigned long deadline = jiffies + NZ_RDMA_HS_TIMEOUT;
 	struct nz_rdma_conn *rc;
 	struct nz_rdma_hs hs = { .deadline = deadline };
+	struct nz_fmac_keys keys;	/* none: rail.c refuses them on RDMA */
 	struct rdma_cm_id *id;
 	int ret;
 
@@ -534,7 +537,7 @@ int nz_rdma_conn_connect(struct nz_conn *conn)
 	if (!ret)
 		ret = nz_rdma_wait_step(rc, NZ_RDMA_STEP_CONNECTED, deadline);
 	if (!ret)
-		ret = nz_hs_client(conn, &nz_rdma_hs_io, &hs);
+		ret = nz_hs_client(conn, &nz_rdma_hs_io, &hs, &keys);
 	if (ret == -EACCES) {
 		atomic64_inc(&rail->stats.hs_refused);
 		pr_warn_ratelimited("rail %s: rank %u failed to authenticate\n",

@@ -169,6 +169,7 @@ NZ_RAIL_ATTR(port, "%u", rail->port);
 NZ_RAIL_ATTR(weight, "%u", READ_ONCE(rail->weight));
 NZ_RAIL_ATTR(state, "%s", nz_rail_state_name(rail));
 NZ_RAIL_ATTR(speed_mbps, "%u", READ_ONCE(rail->speed_mbps));
+NZ_RAIL_ATTR(frame_mac, "%d", rail->frame_mac);
 NZ_RAIL_ATTR(bytes_tx, "%lld", atomic64_read(&rail->stats.bytes_tx));
 NZ_RAIL_ATTR(bytes_rx, "%lld", atomic64_read(&rail->stats.bytes_rx));
 NZ_RAIL_ATTR(chunks_tx, "%lld", atomic64_read(&rail->stats.chunks_tx));
@@ -189,6 +190,7 @@ NZ_RAIL_ATTR(ctrl_dropped, "%lld",
 NZ_RAIL_ATTR(hb_frames, "%lld", atomic64_read(&rail->stats.hb_frames));
 NZ_RAIL_ATTR(last_failover_ms, "%lld",
 	     atomic64_read(&rail->stats.last_failover_ms));
+NZ_RAIL_ATTR(mac_failures, "%lld", atomic64_read(&rail->stats.mac_failures));
 
 static struct attribute *nz_rail_info_attrs[] = {
 	&nz_rail_attr_id.attr,
@@ -199,6 +201,7 @@ static struct attribute *nz_rail_info_attrs[] = {
 	&nz_rail_attr_weight.attr,
 	&nz_rail_attr_state.attr,
 	&nz_rail_attr_speed_mbps.attr,
+	&nz_rail_attr_frame_mac.attr,
 	NULL,
 };
 
@@ -222,6 +225,7 @@ static struct attribute *nz_rail_stats_attrs[] = {
 	&nz_rail_attr_ctrl_dropped.attr,
 	&nz_rail_attr_hb_frames.attr,
 	&nz_rail_attr_last_failover_ms.attr,
+	&nz_rail_attr_mac_failures.attr,
 	NULL,
 };
 

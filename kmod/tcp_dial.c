@@ -106,6 +106,7 @@ int nz_tcp_conn_connect(struct nz_conn *conn)
 	struct nz_rail *rail = conn->rail;
 	struct sockaddr_in local = { .sin_family = AF_INET };
 	struct sockaddr_in peer = { .sin_family = AF_INET };
+	struct nz_fmac_keys keys = {};
 	struct socket *sock;
 	int ret;
 
@@ -134,7 +135,7 @@ int nz_tcp_conn_connect(struct nz_conn *conn)
 	ret = kernel_connect(sock, (struct sockaddr *)&peer, sizeof(peer), 0);
 	if (ret)
 		goto out_release;
-	ret = nz_hs_client(conn, &nz_tcp_hs_io, sock);
+	ret = nz_hs_client(conn, &nz_tcp_hs_io, sock, &keys);
 	if (ret) {
 		if (ret == -EACCES) {
 			atomic64_inc(&rail->stats.hs_refused);
@@ -146,7 +147,8 @@ int nz_tcp_conn_connect(struct nz_conn *conn)
 	/* Aborted after the handshake: the socket is shut, do not attach. */
 	ret = nz_conn_dial_end(conn);
 	if (!ret)
-		ret = nz_tcp_attach(conn, sock);
+		ret = nz_tcp_attach(conn, sock, &keys);
+	memzero_explicit(&keys, sizeof(keys));
 	if (ret)
 		goto out_release;
 	return 0;

@@ -226,6 +226,7 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 	struct nz_conn *conn = NULL;
 	const struct nz_frame_hello *h = &hs->hello.hello;
 	u32 reason = NZ_CLOSE_PROTO;
+	struct nz_fmac_keys keys = {};
 	struct nz_frame f;
 	int ret = -ESHUTDOWN;
 
@@ -270,7 +271,8 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 	if (!hs->authed)
 		goto refuse;
 
-	ret = nz_hs_make_welcome(comm, h, hs->nonce_s, &f);
+	ret = nz_hs_make_welcome(comm, h, hs->nonce_s, &f) ?:
+	      nz_hs_server_keys(comm, h, hs->nonce_s, &keys);
 	nz_tcp_hs_unhook(hs);
 	if (!ret)
 		ret = nz_tcp_send_frame_nowait(hs->sock, &f);
@@ -278,7 +280,8 @@ static void nz_tcp_server_hs_work(struct work_struct *work)
 	if (!nz_tcp_hs_unlist(hs) && !ret)
 		ret = -ESHUTDOWN;
 	if (!ret)
-		ret = nz_tcp_attach(conn, hs->sock);
+		ret = nz_tcp_attach(conn, hs->sock, &keys);
+	memzero_explicit(&keys, sizeof(keys));
 	if (ret)
 		sock_release(hs->sock);	/* not the client's fault */
 	goto out;
@@ -299,6 +302,8 @@ refuse:
 			    rail->name,
 			    reason == NZ_CLOSE_AUTH ? "bad secret" :
 			    reason == NZ_CLOSE_IDENTITY ? "unknown job or rank" :
+			    reason == NZ_CLOSE_FRAME_MAC ?
+			    "per-frame MAC set differently" :
 			    ret == -ETIMEDOUT ? "no HELLO in time" :
 			    ret == -ESHUTDOWN ? "ended for a newer one" :
 			    "malformed handshake", ret);

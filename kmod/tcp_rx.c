@@ -41,6 +41,19 @@ static int nz_tcp_recv_buf(struct nz_tcp_conn *tc, void *buf, size_t len)
 	return nz_tcp_recv(tc, &it);
 }
 
+/*
+ * A frame that failed its MAC: whatever wrote it, it was not the peer's
+ * module (or not as it was sent).  Nothing of it was acted on; its
+ * payload, if any, was not counted, so its chunk is resent.
+ */
+static int nz_tcp_rx_mac_failed(struct nz_tcp_conn *tc, const char *what)
+{
+	atomic64_inc(&tc->conn->rail->stats.mac_failures);
+	pr_warn_ratelimited("rail %s: a frame %s from rank %u failed its MAC, closing\n",
+			    tc->conn->rail->name, what, tc->conn->peer->rank);
+	return -EBADMSG;
+}
+
 /* A frame header is complete: act on it.  Returns 0, -EAGAIN or an error. */
 static int nz_tcp_rx_header(struct nz_tcp_conn *tc)
 {
@@ -49,6 +62,15 @@ static int nz_tcp_rx_header(struct nz_tcp_conn *tc)
 	int ret;
 
 	if (!tc->rx_decoded) {
+		if (tc->mac.on) {
+			ret = nz_fmac_begin(&tc->mac.rx, tc->rx_mac);
+			if (ret)
+				return ret;
+			nz_fmac_add(tc->rx_mac, tc->rx_hdr, NZ_WIRE_HDR_LEN);
+			if (nz_fmac_check(tc->rx_mac,
+					  tc->rx_hdr + NZ_WIRE_HDR_LEN))
+				return nz_tcp_rx_mac_failed(tc, "header");
+		}
 		ret = nz_wire_decode_hdr(tc->rx_hdr, &conn->peer->comm->lim, f);
 		if (ret)
 			return ret;
@@ -74,6 +96,49 @@ static int nz_tcp_rx_header(struct nz_tcp_conn *tc)
 	WRITE_ONCE(conn->rx_blocked, false);
 	tc->rx_in_body = true;
 	tc->rx_left = f->len;
+	tc->rx_tag_got = 0;
+	if (tc->mac.on && f->len)
+		return nz_fmac_begin(&tc->mac.rx, tc->rx_mac);
+	return 0;
+}
+
+/* Read some payload into its destination (and the MAC); > 0 bytes read. */
+static int nz_tcp_rx_payload(struct nz_tcp_conn *tc)
+{
+	struct nz_rx_dest *d = &tc->rx_dest;
+	struct iov_iter at = d->iter;
+	int ret;
+
+	if (d->drain) {
+		ret = nz_tcp_recv_buf(tc, tc->scratch,
+				      min_t(u64, tc->rx_left, PAGE_SIZE));
+		if (ret > 0 && tc->mac.on)
+			nz_fmac_add(tc->rx_mac, tc->scratch, ret);
+		return ret;
+	}
+	ret = nz_tcp_recv(tc, &d->iter);
+	/* Hashed where it landed: what the MAC checks is what was written. */
+	if (ret > 0 && tc->mac.on && nz_fmac_add_iter(tc->rx_mac, &at, ret))
+		return -EINVAL;
+	return ret;
+}
+
+/* The payload's tag: 0 once it came and checks, -EAGAIN, or an error. */
+static int nz_tcp_rx_payload_tag(struct nz_tcp_conn *tc)
+{
+	int ret;
+
+	if (!tc->mac.on || !tc->rx_frame.len)
+		return 0;
+	while (tc->rx_tag_got < NZ_FMAC_TAG_LEN) {
+		ret = nz_tcp_recv_buf(tc, tc->rx_tag + tc->rx_tag_got,
+				      NZ_FMAC_TAG_LEN - tc->rx_tag_got);
+		if (ret < 0)
+			return ret;
+		tc->rx_tag_got += ret;
+	}
+	if (nz_fmac_check(tc->rx_mac, tc->rx_tag))
+		return nz_tcp_rx_mac_failed(tc, "payload");
 	return 0;
 }
 
@@ -93,17 +158,16 @@ static int nz_tcp_rx_body(struct nz_tcp_conn *tc)
 	int ret;
 
 	if (tc->rx_left) {
-		if (d->drain)
-			ret = nz_tcp_recv_buf(tc, tc->scratch,
-					      min_t(u64, tc->rx_left, PAGE_SIZE));
-		else
-			ret = nz_tcp_recv(tc, &d->iter);
+		ret = nz_tcp_rx_payload(tc);
 		if (ret <= 0)
 			return ret;
 		tc->rx_left -= ret;
 		if (tc->rx_left)
 			return ret;
 	}
+	ret = nz_tcp_rx_payload_tag(tc);
+	if (ret)
+		return ret;
 	tc->rx_in_body = false;
 	tc->rx_hdr_got = 0;
 	tc->rx_decoded = false;
@@ -130,9 +194,9 @@ void nz_tcp_rx_work(struct work_struct *work)
 	while (budget) {
 		if (tc->rx_in_body) {
 			ret = nz_tcp_rx_body(tc);
-		} else if (tc->rx_hdr_got < NZ_WIRE_HDR_LEN) {
+		} else if (tc->rx_hdr_got < nz_tcp_hdr_len(tc)) {
 			ret = nz_tcp_recv_buf(tc, tc->rx_hdr + tc->rx_hdr_got,
-					      NZ_WIRE_HDR_LEN - tc->rx_hdr_got);
+					      nz_tcp_hdr_len(tc) - tc->rx_hdr_got);
 			if (ret > 0)
 				tc->rx_hdr_got += ret;
 		} else {

@@ -71,6 +71,41 @@ static int nz_tcp_send(struct nz_tcp_conn *tc, struct iov_iter *iter,
 	return ret;
 }
 
+/*
+ * Encode f into buf, followed by its tag if the connection has the
+ * per-frame MAC.  Returns the bytes used or a negative errno.
+ */
+int nz_tcp_tx_encode(struct nz_tcp_conn *tc, const struct nz_frame *f,
+		     u8 *buf, size_t size)
+{
+	int ret;
+
+	if (size < nz_tcp_hdr_len(tc))
+		return -ENOSPC;
+	ret = nz_wire_encode(f, &tc->conn->peer->comm->lim, buf, size);
+	if (ret < 0 || !tc->mac.on)
+		return ret;
+	return nz_fmac_tag(&tc->mac.tx, buf, ret, buf + ret) ?:
+	       ret + NZ_FMAC_TAG_LEN;
+}
+
+/* The tag of the DATA payload about to go, sent after it. */
+static int nz_tcp_tx_tag_payload(struct nz_tcp_conn *tc)
+{
+	int ret;
+
+	tc->tx_tag_len = 0;
+	tc->tx_tag_sent = 0;
+	if (!tc->mac.on || !tc->tx_left)
+		return 0;
+	ret = nz_fmac_tag_iter(&tc->mac.tx, &tc->tx.iter, tc->tx_left,
+			       tc->tx_tag);
+	if (ret)
+		return ret;
+	tc->tx_tag_len = NZ_FMAC_TAG_LEN;
+	return 0;
+}
+
 /* Push the current frame; returns 0 when it is all out, -EAGAIN, error. */
 static int nz_tcp_tx_frame(struct nz_tcp_conn *tc)
 {
@@ -88,12 +123,24 @@ static int nz_tcp_tx_frame(struct nz_tcp_conn *tc)
 		tc->tx_hdr_sent += ret;
 	}
 	while (tc->tx_left) {
-		ret = nz_tcp_send(tc, &tc->tx.iter, false, tc->tx.zc);
+		ret = nz_tcp_send(tc, &tc->tx.iter, tc->tx_tag_len > 0,
+				  tc->tx.zc);
 		if (ret < 0)
 			return ret;
 		if (!ret)
 			return -EIO;
 		tc->tx_left -= ret;
+	}
+	while (tc->tx_tag_sent < tc->tx_tag_len) {
+		struct kvec kv = { tc->tx_tag + tc->tx_tag_sent,
+				   tc->tx_tag_len - tc->tx_tag_sent };
+		struct iov_iter it;
+
+		iov_iter_kvec(&it, ITER_SOURCE, &kv, 1, kv.iov_len);
+		ret = nz_tcp_send(tc, &it, false, NULL);
+		if (ret < 0)
+			return ret;
+		tc->tx_tag_sent += ret;
 	}
 	return 0;
 }
@@ -138,11 +185,10 @@ static int nz_tcp_tx_ctrl_batch(struct nz_tcp_conn *tc)
 	int ret;
 
 	BUILD_BUG_ON(NZ_WIRE_HDR_LEN + NZ_WIRE_HELLO_LEN > NZ_TCP_TX_HDR_MAX);
-	while (tc->tx_hdr_len + NZ_WIRE_HDR_LEN <= sizeof(tc->tx_hdr) &&
+	while (tc->tx_hdr_len + nz_tcp_hdr_len(tc) <= sizeof(tc->tx_hdr) &&
 	       !nz_conn_tx_next_ctrl(conn, &f)) {
-		ret = nz_wire_encode(&f, &conn->peer->comm->lim,
-				     tc->tx_hdr + tc->tx_hdr_len,
-				     sizeof(tc->tx_hdr) - tc->tx_hdr_len);
+		ret = nz_tcp_tx_encode(tc, &f, tc->tx_hdr + tc->tx_hdr_len,
+				       sizeof(tc->tx_hdr) - tc->tx_hdr_len);
 		if (ret < 0)
 			return ret;
 		tc->tx_hdr_len += ret;
@@ -167,20 +213,24 @@ void nz_tcp_tx_work(struct work_struct *work)
 				return;
 			if (ret)
 				goto fail;
-			ret = nz_wire_encode(&tc->tx.f, &conn->peer->comm->lim,
-					     tc->tx_hdr, sizeof(tc->tx_hdr));
+			ret = nz_tcp_tx_encode(tc, &tc->tx.f, tc->tx_hdr,
+					       sizeof(tc->tx_hdr));
+			if (ret >= 0) {
+				tc->tx_hdr_len = ret;
+				tc->tx_left = tc->tx.chunk ?
+					      tc->tx.chunk->len : 0;
+				ret = nz_tcp_tx_tag_payload(tc);
+			}
 			if (ret < 0) {
 				nz_conn_tx_abort(conn, &tc->tx);
 				goto fail;
 			}
-			tc->tx_hdr_len = ret;
 			tc->tx_hdr_sent = 0;
 			if (!tc->tx.chunk) {
 				ret = nz_tcp_tx_ctrl_batch(tc);
 				if (ret)
 					goto fail;
 			}
-			tc->tx_left = tc->tx.chunk ? tc->tx.chunk->len : 0;
 			tc->tx_zc |= !!tc->tx.zc;
 			tc->tx_busy = true;
 			nz_tcp_set_lowat(tc);

@@ -34,6 +34,8 @@ struct nz_transport {
 	 * The scheduler charges them to a cold connection (sched.c).
 	 */
 	u32 restart_rtts;
+	/* It can put a MAC on every frame of a connection (frame_mac.c). */
+	bool frame_mac;
 
 	/*
 	 * Optional: statistics of the transport, a named group of files in

@@ -136,17 +136,31 @@ static struct nz_tcp_conn *nz_tcp_conn_new(struct nz_conn *conn,
 
 static void nz_tcp_conn_free(struct nz_tcp_conn *tc)
 {
+	kfree_sensitive(tc->rx_mac);
 	kfree(tc->scratch);
-	kfree(tc);
+	kfree_sensitive(tc);		/* the MAC keys */
 }
 
-/* Hand an established socket to the connection; takes conn->io_lock. */
-int nz_tcp_attach(struct nz_conn *conn, struct socket *sock)
+/*
+ * Hand an established socket to the connection, with its per-frame MAC
+ * keys (zeroed here); takes conn->io_lock.
+ */
+int nz_tcp_attach(struct nz_conn *conn, struct socket *sock,
+		  struct nz_fmac_keys *keys)
 {
 	struct nz_tcp_conn *tc = nz_tcp_conn_new(conn, sock);
 	struct sock *sk = sock->sk;
 	int ret;
 
+	if (tc && keys->on) {
+		tc->mac = *keys;
+		tc->rx_mac = kmalloc(nz_fmac_desc_size(), GFP_KERNEL);
+		if (!tc->rx_mac) {
+			nz_tcp_conn_free(tc);
+			tc = NULL;
+		}
+	}
+	memzero_explicit(keys, sizeof(*keys));
 	if (!tc)
 		return -ENOMEM;
 	tcp_sock_set_nodelay(sk);
@@ -179,6 +193,21 @@ int nz_tcp_attach(struct nz_conn *conn, struct socket *sock)
 	if (ret)
 		nz_tcp_conn_free(tc);
 	return ret;
+}
+
+/* A last frame of a connection whose works are stopped, or nothing. */
+static void nz_tcp_send_last(struct nz_tcp_conn *tc, const struct nz_frame *f)
+{
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL };
+	u8 buf[NZ_WIRE_HDR_LEN + NZ_FMAC_TAG_LEN];
+	struct kvec kv = { buf };
+	int len;
+
+	len = nz_tcp_tx_encode(tc, f, buf, sizeof(buf));
+	if (len < 0)
+		return;
+	kv.iov_len = len;
+	kernel_sendmsg(tc->sock, &msg, &kv, 1, len);
 }
 
 /*
@@ -311,8 +340,10 @@ static void nz_tcp_conn_close(struct nz_conn *conn)
 		struct nz_frame done;
 
 		if (nz_conn_done_frame(conn, &done))
-			nz_tcp_send_frame_nowait(tc->sock, &done);
-		nz_tcp_send_close_nowait(tc->sock, NZ_CLOSE_NORMAL);
+			nz_tcp_send_last(tc, &done);
+		nz_frame_init(&done, NZ_FRAME_CLOSE);
+		done.close.reason = NZ_CLOSE_NORMAL;
+		nz_tcp_send_last(tc, &done);
 		nz_tcp_discard_rx(tc->sock);
 	}
 	if (tc->rx_in_body)
@@ -370,6 +401,7 @@ const struct nz_transport nz_tcp_transport = {
 	.name = "tcp",
 	.proto = NZ_PROTO_TCP,
 	.restart_rtts = 3,
+	.frame_mac = true,
 	.rail_start = nz_tcp_rail_start,
 	.rail_stop = nz_tcp_rail_stop,
 	.conn_connect = nz_tcp_conn_connect,

@@ -39,6 +39,7 @@
 #define NZ_FEAT_TCP		(1ULL << 4)	/* TCP rails */
 #define NZ_FEAT_RDMA		(1ULL << 5)	/* RDMA rails */
 #define NZ_FEAT_CANCEL		(1ULL << 6)	/* NZ_CMD_CANCEL */
+#define NZ_FEAT_FRAME_MAC	(1ULL << 7)	/* NZ_A_RAIL_FRAME_MAC */
 
 /* Hard limits of this ABI version. */
 #define NZ_MAX_RAILS		8

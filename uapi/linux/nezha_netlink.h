@@ -34,10 +34,15 @@
  *                                      (RDMA_PS_TCP) of an RDMA rail
  *                                      (NZ_DEFAULT_PORT)
  *            NZ_A_RAIL_WEIGHT  u32     optional: 0..NZ_MAX_WEIGHT (100)
+ *            NZ_A_RAIL_FRAME_MAC u8    optional: 1 = every frame on the
+ *                                      rail's connections carries a MAC
+ *                                      (TCP only; both ends must agree);
+ *                                      0 (default) = only the handshake's
  *   errors: -EEXIST name taken, -ENODEV no such device, -EADDRNOTAVAIL
  *           address not on the device, -ENOSPC NZ_MAX_RAILS reached,
  *           -EPROTONOSUPPORT protocol's module not loaded (nezha_rdma),
- *           -EOPNOTSUPP device unfit (iWARP), -EINVAL bad attribute.
+ *           -EOPNOTSUPP device unfit (iWARP) or NZ_A_RAIL_FRAME_MAC on an
+ *           RDMA rail, -EINVAL bad attribute.
  *
  * NZ_CMD_RAIL_DEL (CAP_NET_ADMIN)
  *   request: NZ_A_RAIL_NAME; connections on the rail are closed.
@@ -53,8 +58,9 @@
  *            NZ_A_RAIL_PORT, NZ_A_RAIL_WEIGHT, NZ_A_RAIL_STATE u32
  *            (enum nz_rail_state), NZ_A_RAIL_STATS nested NZ_RSTAT_* u64,
  *            NZ_A_RAIL_NETDEV, NZ_A_RAIL_SPEED u32 (the netdev's link
- *            speed in Mbit/s, 0 = unknown); RDMA rails also NZ_A_RAIL_IBPORT and, when
- *            configured, NZ_A_RAIL_GID_INDEX
+ *            speed in Mbit/s, 0 = unknown), NZ_A_RAIL_FRAME_MAC; RDMA
+ *            rails also NZ_A_RAIL_IBPORT and, when configured,
+ *            NZ_A_RAIL_GID_INDEX
  *
  * NZ_CMD_HEALTH_GET (doit, no attributes) / NZ_CMD_HEALTH_SET (CAP_NET_ADMIN)
  *            NZ_A_HB_INTERVAL_MS u32   heartbeat period per connection,
@@ -141,6 +147,7 @@ enum nz_genl_attr {
 	NZ_A_RAIL_IBPORT,	/* u32 */
 	NZ_A_RAIL_GID_INDEX,	/* u32 */
 	NZ_A_RAIL_SPEED,	/* u32: link speed, Mbit/s, 0 = unknown */
+	NZ_A_RAIL_FRAME_MAC,	/* u8: 1 = per-frame MAC on the rail */
 	__NZ_A_MAX,
 };
 #define NZ_A_MAX (__NZ_A_MAX - 1)
@@ -184,6 +191,7 @@ enum nz_rail_stat {
 	NZ_RSTAT_CONNS,		/* connections currently up */
 	NZ_RSTAT_FAILOVERS,	/* connections lost and rerouted */
 	NZ_RSTAT_RESENT,	/* chunks moved to other connections */
+	NZ_RSTAT_MAC_FAILURES,	/* frames whose per-frame MAC did not check */
 	__NZ_RSTAT_MAX,
 };
 #define NZ_RSTAT_MAX (__NZ_RSTAT_MAX - 1)
