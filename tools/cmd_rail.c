@@ -3,7 +3,7 @@
  * nezhactl rail: add, delete, change and show rails.
  *
  *   nezhactl rail add NAME proto tcp dev NETDEV [addr A.B.C.D]
- *                     [port PORT] [weight W]
+ *                     [port PORT] [weight W] [frame-mac on|off]
  *   nezhactl rail add NAME proto rdma {dev IBDEV | netdev NETDEV}
  *                     [ib-port N] [gid-index G] [addr A.B.C.D]
  *                     [port PORT] [weight W]
@@ -34,6 +34,7 @@
 
 #define NZCTL_RAIL_ADD_USAGE \
 	"nezhactl rail add NAME proto tcp dev NETDEV [addr A.B.C.D] [port PORT] [weight W]\n" \
+	"                         [frame-mac on|off]\n" \
 	"       nezhactl rail add NAME proto rdma {dev IBDEV | netdev NETDEV} [ib-port N]\n" \
 	"                         [gid-index G] [addr A.B.C.D] [port PORT] [weight W]"
 #define NZCTL_RAIL_DEL_USAGE	"nezhactl rail del NAME"
@@ -93,16 +94,22 @@ struct nzctl_rail_add_args {
 	const char *name, *dev, *netdev;
 	uint32_t proto, port, weight, ib_port, gid_index;
 	int have_port, have_weight, have_addr, have_ib_port, have_gid_index;
+	int frame_mac;			/* -1: not given */
 	struct in_addr addr;
 };
 
 enum { ADD_PROTO, ADD_DEV, ADD_NETDEV, ADD_IBPORT, ADD_GID, ADD_ADDR,
-       ADD_PORT, ADD_WEIGHT };
+       ADD_PORT, ADD_WEIGHT, ADD_FRAME_MAC };
 
 static const struct nzctl_kw nzctl_rail_add_kws[] = {
 	{ "proto", ADD_PROTO }, { "dev", ADD_DEV }, { "netdev", ADD_NETDEV },
 	{ "ib-port", ADD_IBPORT }, { "gid-index", ADD_GID }, { "addr", ADD_ADDR },
-	{ "port", ADD_PORT }, { "weight", ADD_WEIGHT }, { NULL, 0 },
+	{ "port", ADD_PORT }, { "weight", ADD_WEIGHT },
+	{ "frame-mac", ADD_FRAME_MAC }, { NULL, 0 },
+};
+
+static const struct nzctl_kw nzctl_onoff_kws[] = {
+	{ "off", 0 }, { "on", 1 }, { NULL, 0 },
 };
 
 static const struct nzctl_kw nzctl_proto_kws[] = {
@@ -168,6 +175,15 @@ static int nzctl_rail_add_arg(struct nzctl_rail_add_args *a, int kw,
 		if (nzctl_parse_u32(val, UINT32_MAX, &a->weight))
 			return ADD_BAD("rail add: bad weight \"%s\"", val);
 		break;
+	case ADD_FRAME_MAC:
+		if (a->frame_mac >= 0)
+			goto twice;
+		p = nzctl_kw(val, nzctl_onoff_kws, "rail add: frame-mac",
+			     NZCTL_RAIL_ADD_USAGE);
+		if (p < 0)
+			return p;
+		a->frame_mac = p;
+		break;
 	}
 	return 0;
 
@@ -210,12 +226,14 @@ static void nzctl_rail_add_msg(struct nzctl_nl *nl, struct nlmsghdr *nlh,
 		mnl_attr_put_u16(nlh, NZ_A_RAIL_PORT, (uint16_t)a->port);
 	if (a->have_weight)
 		mnl_attr_put_u32(nlh, NZ_A_RAIL_WEIGHT, a->weight);
+	if (a->frame_mac > 0)
+		mnl_attr_put_u8(nlh, NZ_A_RAIL_FRAME_MAC, 1);
 	(void)nl;
 }
 
 static int nzctl_rail_add(int argc, char **argv)
 {
-	struct nzctl_rail_add_args a = { 0 };
+	struct nzctl_rail_add_args a = { .frame_mac = -1 };
 	struct nzctl_nl nl;
 	struct nlmsghdr *nlh;
 	char what[64];
@@ -347,6 +365,7 @@ struct nzctl_rail {
 	char dev[64];
 	char netdev[64];
 	uint32_t id, proto, weight, state, ib_port, speed;
+	int frame_mac;
 	int64_t gid_index;		/* -1: not configured */
 	uint32_t addr;			/* network order */
 	uint16_t port;
@@ -418,6 +437,10 @@ static int nzctl_rail_attr_cb(const struct nlattr *attr, void *data)
 	case NZ_A_RAIL_PORT:
 		if (mnl_attr_validate(attr, MNL_TYPE_U16) >= 0)
 			r->port = mnl_attr_get_u16(attr);
+		break;
+	case NZ_A_RAIL_FRAME_MAC:
+		if (mnl_attr_validate(attr, MNL_TYPE_U8) >= 0)
+			r->frame_mac = mnl_attr_get_u8(attr);
 		break;
 	case NZ_A_RAIL_STATS:
 		if (mnl_attr_validate(attr, MNL_TYPE_NESTED) >= 0)
@@ -519,6 +542,7 @@ static const char *const nzctl_rstat_names[NZ_RSTAT_MAX + 1] = {
 	[NZ_RSTAT_CONNS] = "conns",
 	[NZ_RSTAT_FAILOVERS] = "failovers",
 	[NZ_RSTAT_RESENT] = "chunks_resent",
+	[NZ_RSTAT_MAC_FAILURES] = "mac_failures",
 };
 
 static void nzctl_rail_json(const struct nzctl_rail *r, const char *addr)
@@ -537,6 +561,7 @@ static void nzctl_rail_json(const struct nzctl_rail *r, const char *addr)
 	nzj_u64(j, "weight", r->weight);
 	nzj_str(j, "state", NZCTL_NAME(nzctl_state_names, r->state));
 	nzj_u64(j, "speed_mbps", r->speed);
+	nzj_bool(j, "frame_mac", r->frame_mac);
 	if (r->ib_port)
 		nzj_u64(j, "ib_port", r->ib_port);
 	if (r->gid_index >= 0)
@@ -555,11 +580,13 @@ static void nzctl_rail_json(const struct nzctl_rail *r, const char *addr)
  *     tx 123 bytes 4 chunks  rx 0 bytes 0 chunks  errors 0 refused 0
  * RDMA rails name their device's port and netdev (and a GID, if given):
  * 1: r1 rdma dev rxe0 ib-port 1 netdev eth1 10.77.1.1:7470 weight 100 ...
- * A link that reports its speed adds it: "... conns 1 speed 40 Mbit/s".
+ * A link that reports its speed adds it: "... conns 1 speed 40 Mbit/s";
+ * a rail with the per-frame MAC says "frame-mac" there, and counts the
+ * frames that failed it on the second line ("mac-failures 0").
  */
 static int nzctl_rail_show_cb(const struct nlmsghdr *nlh, void *data)
 {
-	char addr[INET_ADDRSTRLEN], rdma[160] = "", speed[32] = "";
+	char addr[INET_ADDRSTRLEN], rdma[160] = "", speed[32] = "", macf[40] = "";
 	struct nzctl_rail r;
 
 	(void)data;
@@ -580,18 +607,21 @@ static int nzctl_rail_show_cb(const struct nlmsghdr *nlh, void *data)
 			 r.ib_port, r.netdev);
 	if (r.speed)
 		snprintf(speed, sizeof(speed), " speed %" PRIu32 " Mbit/s", r.speed);
+	if (r.frame_mac)
+		snprintf(macf, sizeof(macf), " mac-failures %" PRIu64,
+			 r.stats[NZ_RSTAT_MAC_FAILURES]);
 	printf("%" PRIu32 ": %s %s dev %s%s %s:%u weight %" PRIu32
-	       " state %s conns %" PRIu64 "%s\n",
+	       " state %s conns %" PRIu64 "%s%s\n",
 	       r.id, r.name, NZCTL_NAME(nzctl_proto_names, r.proto), r.dev,
 	       rdma, addr, r.port, r.weight,
 	       NZCTL_NAME(nzctl_state_names, r.state), r.stats[NZ_RSTAT_CONNS],
-	       speed);
+	       speed, r.frame_mac ? " frame-mac" : "");
 	printf("    tx %" PRIu64 " bytes %" PRIu64 " chunks  rx %" PRIu64
 	       " bytes %" PRIu64 " chunks  errors %" PRIu64 " refused %" PRIu64
-	       "\n",
+	       "%s\n",
 	       r.stats[NZ_RSTAT_BYTES_TX], r.stats[NZ_RSTAT_CHUNKS_TX],
 	       r.stats[NZ_RSTAT_BYTES_RX], r.stats[NZ_RSTAT_CHUNKS_RX],
-	       r.stats[NZ_RSTAT_ERRORS], r.stats[NZ_RSTAT_HS_REFUSED]);
+	       r.stats[NZ_RSTAT_ERRORS], r.stats[NZ_RSTAT_HS_REFUSED], macf);
 	nzctl_rail_show_peers(r.name);
 	return MNL_CB_OK;
 }
