@@ -71,6 +71,13 @@ check_fails "rail add: a netdev without an RDMA device" \
 	"$CTL" rail add bad proto rdma netdev rail0
 check_fails "rail add: ib-port on a TCP rail" \
 	"$CTL" rail add bad proto tcp dev rail0 ib-port 1
+out=$("$CTL" rail add bad proto rdma dev rxe0 frame-mac on 2>&1)
+rc=$?
+if [ $rc != 0 ] && [[ $out == *"no per-frame MAC on this protocol"* ]]; then
+	ok "rail add: no per-frame MAC on an RDMA rail (says so)"
+else
+	not_ok "rail add: no per-frame MAC on an RDMA rail (says so)" "exit $rc: $out"
+fi
 check "rail add by netdev: finds rxe0" sh -c \
 	"$CTL rail add rn proto rdma netdev rail1 port 7471 &&
 	 [ \$(cat /sys/class/nezha/rail-rn/rdma/device) = rxe0 ] &&
