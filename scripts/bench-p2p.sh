@@ -27,8 +27,10 @@ if [ -s "$res" ]; then
 	get() { awk -F= -v k="$1" '$1 == k && $2 != "" { v = $2 } END { print (v == "" ? "-" : v) }' "$res"; }
 	sum=$(awk -F= '$1 ~ /^single_/ { s += $2; n++ } END { print (n ? s : "-") }' "$res")
 	echo "# summary, Mbit/s ($rails rails x ${NZ_RATE:-40mbit}): single rails summed $sum," \
-		"parallel $(get parallel), MPTCP $(get mptcp), Nezha $(get nezha)"
-	echo "# ratios: Nezha / sum of single rails $(get ratio_sum), Nezha / MPTCP $(get ratio_mptcp)"
+		"parallel $(get parallel), MPTCP $(get mptcp), Nezha $(get nezha)," \
+		"Nezha with the per-frame MAC $(get nezha_mac)"
+	echo "# ratios: Nezha / sum of single rails $(get ratio_sum), Nezha / MPTCP $(get ratio_mptcp)," \
+		"per-frame MAC / none $(get ratio_mac)"
 fi
 echo "# details: $out/guest0.result (rank 0), $out/guest0.out/*.txt"
 exit $rc

@@ -14,6 +14,7 @@
 #   iperf2   iperf3, one TCP stream on each rail at once
 #   nezha1   nezha-bench p2p, SIZE-byte messages, module with rail r0 only
 #   nezha1c  the same, every chunk copied into the socket (tcp_zerocopy_kb=0)
+#   nezha1m  nezha1 with the per-frame MAC on r0 (frame-mac on)
 #   nezha2   nezha1 with rails r0 and r1
 #  then, unless --no-profile, nezha1 and nezha2 again under perf record
 #  (cpu-clock, every CPU, call graphs) on both guests: where the cycles go.
@@ -212,13 +213,16 @@ run_nezha() {	# run_nezha NAME [ITERS]: nezha-bench p2p between the guests
 		-n "${2:-$ITERS}" -w 2 -m bw
 }
 
-nezha_rails() {	# nezha_rails N [KO]: the module (KO, else ours), rails r0..r(N-1)
-	local r ctl=$NZ_BIN/tools/nezhactl
+# nezha_rails N [KO [ARGS...]]: the module (KO, else ours; "" is ours),
+# rails r0..r(N-1), each added with ARGS too.
+nezha_rails() {
+	local r n=$1 ko=${2:-} ctl=$NZ_BIN/tools/nezhactl
+	shift $(($# < 2 ? $# : 2))
 	rmmod nezha 2>/dev/null
 	# shellcheck disable=SC2086  # NZ_MODULE_PARAMS: words, from vm.sh
-	insmod "${2:-$NZ_KO}" ${NZ_MODULE_PARAMS:-} || return 1
-	for ((r = 0; r < $1; r++)); do
-		timeout 30 "$ctl" rail add "r$r" proto tcp dev "${nz_ifs[r]}" || return 1
+	insmod "${ko:-$NZ_KO}" ${NZ_MODULE_PARAMS:-} || return 1
+	for ((r = 0; r < n; r++)); do
+		timeout 30 "$ctl" rail add "r$r" proto tcp dev "${nz_ifs[r]}" "$@" || return 1
 	done
 }
 
@@ -276,6 +280,13 @@ zc_was=$(cat $zc_param 2>/dev/null)
 echo 0 >$zc_param 2>/dev/null
 NZ_MASTER_PORT=29503 measure nezha1c run_nezha nezha1c && share nezha1c
 [ -z "$zc_was" ] || echo "$zc_was" >$zc_param
+# The per-frame MAC: BLAKE2s over every byte, both ends.
+st=ok
+nezha_rails 1 "" frame-mac on || st=fail
+barrier nezha1m-up 120 $st || { not_ok "barrier nezha1m-up"; tap_done; exit 1; }
+[ "$NZ_ALL_OK" = 1 ] && ok "nezha.ko with one frame-mac rail on both guests" ||
+	not_ok "nezha.ko with one frame-mac rail on both guests"
+NZ_MASTER_PORT=29504 measure nezha1m run_nezha nezha1m && share nezha1m
 st=ok
 nezha_rails 2 || st=fail
 barrier nezha2-up 120 $st || { not_ok "barrier nezha2-up"; tap_done; exit 1; }
@@ -326,12 +337,13 @@ if [ "$NZ_NODE" = 0 ]; then
 		record "${2}_tx_cpu" "${tc:-}"
 		record "${2}_rx_cpu" "${rc:-}"
 	}
-	for n in iperf1 iperf2 nezha1 nezha1c nezha2; do
+	for n in iperf1 iperf2 nezha1 nezha1c nezha1m nezha2; do
 		case $n in
 		iperf1) label="iperf3, rail0 alone" ;;
 		iperf2) label="iperf3, both rails at once" ;;
 		nezha1) label="Nezha p2p $SIZE, rail0 only" ;;
 		nezha1c) label="the same, copying (zerocopy off)" ;;
+		nezha1m) label="the same, per-frame MAC (frame-mac)" ;;
 		nezha2) label="Nezha p2p $SIZE, both rails" ;;
 		esac
 		row "$n" "$n" "$label"
@@ -346,12 +358,17 @@ if [ "$NZ_NODE" = 0 ]; then
 	c2t=$(ratio "$(get nezha2_tx_cpu)" "$(get iperf2_tx_cpu)")
 	c2r=$(ratio "$(get nezha2_rx_cpu)" "$(get iperf2_rx_cpu)")
 	zct=$(ratio "$(get nezha1_tx_cpu)" "$(get nezha1c_tx_cpu)")
+	mr=$(ratio "$(get nezha1m_mbit)" "$(get nezha1_mbit)")
+	mct=$(ratio "$(get nezha1m_tx_cpu)" "$(get nezha1_tx_cpu)")
+	mcr=$(ratio "$(get nezha1m_rx_cpu)" "$(get nezha1_rx_cpu)")
 	say "ratios: 1 rail: Nezha/iperf3 ${r1:--} (CPU/GiB tx ${c1t:--}, rx ${c1r:--});" \
 		"2 rails: Nezha/iperf3 ${r2:--} (CPU/GiB tx ${c2t:--}, rx ${c2r:--});" \
 		"Nezha 2 rails / 1 rail ${r21:--};" \
-		"zero-copy / copying, sender CPU/GiB ${zct:--}"
+		"zero-copy / copying, sender CPU/GiB ${zct:--};" \
+		"frame-mac / none: Mbit/s ${mr:--}, CPU/GiB tx ${mct:--}, rx ${mcr:--}"
 	for k in r1:nezha1_vs_iperf1 r2:nezha2_vs_iperf2 r21:nezha2_vs_nezha1 \
-		 c1t:cpu1_tx c1r:cpu1_rx c2t:cpu2_tx c2r:cpu2_rx zct:zc_vs_copy_tx; do
+		 c1t:cpu1_tx c1r:cpu1_rx c2t:cpu2_tx c2r:cpu2_rx zct:zc_vs_copy_tx \
+		 mr:mac_vs_none mct:mac_cpu_tx mcr:mac_cpu_rx; do
 		v=${k%%:*}
 		record "${k#*:}" "${!v}"
 	done

@@ -188,12 +188,12 @@ mptcp_counter() {	# mptcp_counter NAME: absolute value of an MPTcpExt counter
 }
 
 # nezha_up: load the module and add every rail, showing the commands.
-nezha_up() {
+nezha_up() {	# nezha_up [ARGS...]: insmod, a TCP rail per device (with ARGS)
 	local r ctl=$NZ_BIN/tools/nezhactl
 	# shellcheck disable=SC2086  # NZ_MODULE_PARAMS: words, from vm.sh
 	show_run insmod "$NZ_KO" ${NZ_MODULE_PARAMS:-} || return 1
 	for ((r = 0; r < NZ_RAILS; r++)); do
-		show_run timeout 30 "$ctl" rail add "r$r" proto tcp dev "${nz_ifs[r]}" || return 1
+		show_run timeout 30 "$ctl" rail add "r$r" proto tcp dev "${nz_ifs[r]}" "$@" || return 1
 	done
 	show_run timeout 30 "$ctl" rail show || true
 }

@@ -14,6 +14,7 @@
 #  2. iperf3, one TCP stream on each rail alone, then on all rails at once;
 #  3. MPTCP: one connection, one subflow per rail (mptcpize or a shim);
 #  4. nezha.ko with one TCP rail per interface, nezha-bench p2p, SIZE bytes;
+#     then the same with the per-frame MAC on every rail (frame-mac on);
 #  5. node 0 prints the figures and the ratios, and one ok/not ok per
 #     target: Nezha >= 95% of the sum of the single rails, Nezha >= MPTCP.
 #
@@ -176,36 +177,41 @@ for p in "${srv_pids[@]}"; do kill "$p" 2>/dev/null; done
 wait 2>/dev/null
 ip mptcp endpoint flush 2>/dev/null
 
-# 4. Nezha.
-st=ok
-nezha_up || st=fail
-if [ $st = ok ]; then
-	ok "nezha.ko loaded, $NZ_RAILS TCP rails added"
-else
-	not_ok "nezha.ko loaded, $NZ_RAILS TCP rails added" "see the commands above"
-fi
-barrier nezha-ready 180 $st || { not_ok "barrier nezha-ready"; tap_done; exit 1; }
-nezha=
-if [ "$NZ_ALL_OK" = 1 ]; then
-	out=$NZ_OUT/nezha-bench.txt
-	if nezha_bench "$out" "${NZ_BENCH_TIMEOUT:-400}" -b "$SIZE" -e "$SIZE" \
+# 4. Nezha, then (4b) with the per-frame MAC on every rail: what
+# integrity costs.  run_nezha KEY WHAT [RAIL ARGS...]: the module with a
+# TCP rail per device, nezha-bench p2p; rank 0 records the peak as KEY.
+run_nezha() {
+	local key=$1 what=$2 st=ok out=$NZ_OUT/nezha-bench-$1.txt v
+	shift 2
+	nezha_up "$@" || st=fail
+	if [ $st = ok ]; then
+		ok "nezha.ko loaded, $NZ_RAILS TCP rails added$what"
+	else
+		not_ok "nezha.ko loaded, $NZ_RAILS TCP rails added$what" "see the commands above"
+	fi
+	barrier "$key-ready" 180 $st || { not_ok "barrier $key-ready"; tap_done; exit 1; }
+	if [ "$NZ_ALL_OK" != 1 ]; then
+		say "nezha-bench not run: the module or its rails are not set up on every guest"
+	elif nezha_bench "$out" "${NZ_BENCH_TIMEOUT:-400}" -b "$SIZE" -e "$SIZE" \
 		-n "$ITERS" -w 1 -m bw --check -T 120; then
-		ok "nezha-bench p2p ran (rank $NZ_NODE)"
+		ok "nezha-bench p2p$what ran (rank $NZ_NODE)"
 		if [ "$NZ_NODE" = 0 ]; then
-			nezha=$(awk '/^# Peak algbw:/ { gsub(/\(/, "", $6); print $6 }' "$out")
-			[ -n "$nezha" ] && record nezha "$nezha"
+			v=$(awk '/^# Peak algbw:/ { gsub(/\(/, "", $6); print $6 }' "$out")
+			[ -n "$v" ] && record "$key" "$v"
 		fi
 	else
-		not_ok "nezha-bench p2p ran (rank $NZ_NODE)" "$(grep -v '^#' "$out" | tail -2 | tr '\n' ' ')"
+		not_ok "nezha-bench p2p$what ran (rank $NZ_NODE)" "$(grep -v '^#' "$out" | tail -2 | tr '\n' ' ')"
 	fi
-else
-	say "nezha-bench not run: the module or its rails are not set up on every guest"
-fi
-rmmod nezha 2>/dev/null
+	rmmod nezha 2>/dev/null
+}
+run_nezha nezha ""
+run_nezha nezha_mac ", frame-mac on" frame-mac on
 barrier finished 120 || true
 
 # 5. Report (node 0).
 if [ "$NZ_NODE" = 0 ]; then
+	nezha=$(awk -F= '$1 == "nezha" { print $2 }' "$RES")
+	nezha_mac=$(awk -F= '$1 == "nezha_mac" { print $2 }' "$RES")
 	ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
 	say ""
 	say "=== Nezha p2p vs the same rails, same guests, same run ($NZ_RAILS x $RATE) ==="
@@ -217,6 +223,7 @@ if [ "$NZ_NODE" = 0 ]; then
 	say "$(printf '%-38s %10s Mbit/s' "iperf3, all rails in parallel" "${par_total:--}")"
 	say "$(printf '%-38s %10s Mbit/s' "MPTCP, one subflow per rail" "${mptcp:--}")"
 	say "$(printf '%-38s %10s Mbit/s' "Nezha p2p, $SIZE messages" "${nezha:--}")"
+	say "$(printf '%-38s %10s Mbit/s' "the same, per-frame MAC (frame-mac)" "${nezha_mac:--}")"
 	# A rail alone should nearly fill its shaped rate; if not, the guests
 	# were CPU bound (a busy host) and the ratios compare noise.
 	rate_mbit=$(echo "$RATE" | awk '/^[0-9.]+(kbit|mbit|gbit)$/ {
@@ -233,6 +240,9 @@ if [ "$NZ_NODE" = 0 ]; then
 	say "$(printf '%-38s %10s' "Nezha / sum of single rails" "${r_sum:--}")"
 	say "$(printf '%-38s %10s' "Nezha / parallel iperf3" "${r_par:--}")"
 	say "$(printf '%-38s %10s' "Nezha / MPTCP" "${r_mptcp:--}")"
+	r_mac=$(ratio "$nezha_mac" "$nezha")
+	say "$(printf '%-38s %10s' "Nezha with frame-mac / without" "${r_mac:--}")"
+	record ratio_mac "${r_mac:-}"
 	record ratio_sum "${r_sum:-}"
 	record ratio_mptcp "${r_mptcp:-}"
 	if [ -z "$r_sum" ]; then
