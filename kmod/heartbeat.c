@@ -113,20 +113,19 @@ static void nz_conn_fail_live(struct nz_conn *conn, int err)
 }
 
 /*
- * conn is torn down: its peer answered nothing on it since @since, long
- * enough to call the peer gone (nz_health_peer_gone()).  The peer's other
- * paths that heard nothing from it in the last half of that time go too
- * (the half: the rule that tells a broken path from a gone peer), so that
- * its transfers fail one grace period later, not when each path has run
- * up a silence of its own.  A path's silence counts only while it waits
+ * conn is torn down: its peer answered nothing on it for long enough to
+ * call the peer gone (nz_health_peer_gone()).  The peer's other paths
+ * that heard nothing from it since @half, the middle of that silence, go
+ * too (the half: the rule that tells a broken path from a gone peer), so
+ * that its transfers fail one grace period later, not when each path has
+ * run up a silence of its own.  A path's silence counts only while it waits
  * for an answer, and one torn down alone left the next to count from
  * when the chunks of the first moved to it: the error came up to 10 s
  * later (make check, failover suite, "peer vanished from every rail").
  */
-static void nz_peer_gone(struct nz_conn *conn, unsigned long since)
+static void nz_peer_gone(struct nz_conn *conn, unsigned long half)
 {
 	struct nz_peer *p = conn->peer;
-	unsigned long half = since + (jiffies - since) / 2;
 	u32 s;
 
 	for (s = 0; s < p->comm->nrails; s++) {
@@ -347,14 +346,16 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	 * on another one within the last half of this silence, else the
 	 * peer stalls (or is gone) and gets longer (nz_health_peer_gone()).
 	 */
-	if (nz_health_dead(conn->silent) &&
-	    (nz_health_peer_gone(conn->silent) ||
-	     nz_conn_other_heard(conn, now - msecs_to_jiffies(ms * conn->silent / 2),
-				 false))) {
-		if (nz_health_peer_gone(conn->silent))
-			nz_peer_gone(conn, now - msecs_to_jiffies(ms * conn->silent));
-		nz_conn_fail_live(conn, -ETIMEDOUT);
-		return;
+	if (nz_health_dead(conn->silent)) {
+		unsigned long half = now - msecs_to_jiffies(ms * conn->silent / 2);
+		bool gone = nz_health_peer_gone(conn->silent);
+
+		if (gone || nz_conn_other_heard(conn, half, false)) {
+			if (gone)
+				nz_peer_gone(conn, half);
+			nz_conn_fail_live(conn, -ETIMEDOUT);
+			return;
+		}
 	}
 	/* Up and quiet for a while: forget past backoff. */
 	if (conn->backoff_ms && time_after(jiffies, conn->up_since + 10 * HZ))
