@@ -208,13 +208,16 @@ static void test_inject(void)
 	nz_queue_close(q);
 }
 
+/* The longest timer tick of the kernels we run on (HZ=250), in seconds. */
+#define NZ_TICK_S	0.004
+
 static void test_deferred(void)
 {
 	struct nz_queue *q = qopen(64, 0);
 	unsigned int i, n = 32, early = 0, bad = 0;
+	double t0, t, worst = 0;
 	struct nz_cqe cqe;
 	struct nz_sqe cmd;
-	double t0;
 
 	if (!q) {
 		tap_ok(0, "deferred NOPs");
@@ -235,12 +238,22 @@ static void test_deferred(void)
 		}
 		if ((uint64_t)cqe.res != cqe.user_data || cqe.user_data >= n)
 			bad++;
-		else if (now_s() - t0 < (n - cqe.user_data) * 0.010)
-			early++;	/* completed before its delay */
+		else if ((t = (n - cqe.user_data) * 0.010 - (now_s() - t0)) > 0) {
+			/*
+			 * A delayed work fires at the tick its delay in ticks
+			 * ends on, and the tick it was queued in had partly
+			 * passed: up to one tick early (4 ms at HZ=250).  One
+			 * make check saw 8 of 32 within that.
+			 */
+			if (t > NZ_TICK_S)
+				early++;	/* before its delay */
+			if (t > worst)
+				worst = t;
+		}
 	}
 	tap_ok(!bad, "32 deferred NOPs complete with their own results");
-	tap_ok(!early, "no deferred NOP completes before its delay (%u early)",
-	       early);
+	tap_ok(!early, "no deferred NOP completes before its delay less a tick (%u early; earliest %.1f ms before its delay)",
+	       early, worst * 1e3);
 	tap_ok(sysfs_settles("inflight", 0, 2), "sysfs inflight back to 0");
 	nz_queue_close(q);
 }
