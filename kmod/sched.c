@@ -307,11 +307,6 @@ static void nz_sched_assigned(struct nz_conn *conn, struct nz_chunk *ch)
 
 	ch->t_assign = now;
 	ch->first = !conn->inflight_bytes;
-	if (!e->sample_start) {
-		e->sample_start = now;
-		e->sample_bytes = 0;
-		e->sample_limited = false;
-	}
 	e->last_active = now;
 	if (e->state == NZ_SCHED_COLD)
 		nz_sched_set_state(conn, NZ_SCHED_HOT);
@@ -501,7 +496,7 @@ void nz_sched_tick(struct nz_conn *conn)
 	if (e->state == NZ_SCHED_COLD && now - e->last_sample > stale) {
 		e->bw = 0;
 		e->start_us = 0;
-		e->sample_start = 0;
+		nz_est_sample_reset(e);
 		nz_sched_set_state(conn, NZ_SCHED_PROBE);
 	}
 	spin_unlock_bh(&p->lock);

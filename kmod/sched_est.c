@@ -130,6 +130,14 @@ u32 nz_est_pick_rails(const struct nz_sched_cand *c, u32 n, u64 total,
  * A chunk of len bytes was acknowledged at now; first: it was assigned
  * (at t_assign) to an idle connection; idle: nothing is in flight any more.
  * Returns true when the connection has a sample: it is then hot.
+ *
+ * The bandwidth sample's clock runs only while the connection is busy, from
+ * the first ACK of a busy period to its last (so a period's start-up is not
+ * in it), and a sample spans busy periods until it holds 50 ms or four round
+ * trips.  Until 2026-12-06 each busy period started a new sample: a rail
+ * whose periods were all shorter than that (a burst of 16 MiB at 100 MB/s
+ * is 160 ms; four round trips of a guest's slow heartbeat can be longer)
+ * carried 62 MiB hot without ever being measured.
  */
 bool nz_est_acked(struct nz_est *e, u64 now, u32 len, bool first,
 		  u64 t_assign, u32 unit, bool idle)
@@ -148,9 +156,12 @@ bool nz_est_acked(struct nz_est *e, u64 now, u32 len, bool first,
 			div_u64(7ULL * e->start_us + lat, 8) : lat;
 		e->last_sample = now;
 	}
-	if (e->sample_start && now > e->sample_start) {
+	if (!e->sample_start) {
+		/* The busy period's first ACK: its bytes came before the clock. */
+		e->sample_start = now;
+	} else if (now > e->sample_start) {
 		e->sample_bytes += len;
-		dt = now - e->sample_start;
+		dt = e->sample_busy + (now - e->sample_start);
 		if (dt >= max_t(u64, 50 * NSEC_PER_MSEC, 4ULL *
 				nz_est_min_rtt(e) * NSEC_PER_USEC)) {
 			rate = mul_u64_u64_div_u64(e->sample_bytes,
@@ -169,14 +180,26 @@ bool nz_est_acked(struct nz_est *e, u64 now, u32 len, bool first,
 				e->last_sample = now;
 			}
 			e->sample_start = now;
+			e->sample_busy = 0;
 			e->sample_bytes = 0;
 			e->sample_limited = false;
 		}
 	}
-	/* Idle: the next burst starts a new sample. */
-	if (idle)
+	/* Idle: the clock stops until the next busy period's first ACK. */
+	if (idle) {
+		e->sample_busy += now - e->sample_start;
 		e->sample_start = 0;
+	}
 	return e->last_sample != 0;
+}
+
+/* The sample collected so far is dropped (its connection went stale). */
+void nz_est_sample_reset(struct nz_est *e)
+{
+	e->sample_start = 0;
+	e->sample_busy = 0;
+	e->sample_bytes = 0;
+	e->sample_limited = false;
 }
 
 /*

@@ -35,8 +35,9 @@ struct nz_est {
 	u32 min_rtt_prev_us;		/* ... and the window before */
 	u64 min_rtt_stamp;		/* ns: the current window started */
 	u32 start_us;			/* start-up latency from idle; 0 unknown */
-	u64 sample_start;		/* ns: bandwidth sample began; 0 none */
-	u64 sample_bytes;		/* acknowledged since */
+	u64 sample_start;		/* ns: this busy period's first ACK; 0 idle */
+	u64 sample_busy;		/* ns of the sample's earlier busy periods */
+	u64 sample_bytes;		/* acknowledged in the sample's busy time */
 	bool sample_limited;		/* window-limited during the sample */
 	u64 last_active;		/* ns: chunk assigned or acknowledged */
 	u64 last_sample;		/* ns: last bandwidth or start-up sample */
@@ -70,6 +71,7 @@ u32 nz_est_pick_rails(const struct nz_sched_cand *c, u32 n, u64 total,
 		      u32 unit);
 bool nz_est_acked(struct nz_est *e, u64 now, u32 len, bool first,
 		  u64 t_assign, u32 unit, bool idle);
+void nz_est_sample_reset(struct nz_est *e);
 u64 nz_est_tail_need(const struct nz_est_conn *c, u32 n, u32 self, u64 len);
 
 #endif /* _NZ_SCHED_EST_H */

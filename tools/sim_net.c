@@ -356,11 +356,6 @@ static void conn_assigned(struct sim_net *n, struct sim_conn *c,
 
 	ch->t_assign = n->now;
 	ch->first = !c->held;
-	if (!e->sample_start) {
-		e->sample_start = n->now;
-		e->sample_bytes = 0;
-		e->sample_limited = false;
-	}
 	e->last_active = n->now;
 	if (e->state == NZ_SCHED_COLD)
 		e->state = NZ_SCHED_HOT;

@@ -25,7 +25,7 @@ int main(void)
 	bool hot;
 	u64 t;
 
-	tap_plan(9);
+	tap_plan(11);
 
 	/* Windows: bw x max(target, 2 x min_rtt, start-up) + one chunk. */
 	est(&e, 5000000, 1000, 0, NZ_SCHED_HOT);
@@ -67,7 +67,7 @@ int main(void)
 	/* Estimator: start-up sample, then a window-limited bandwidth sample
 	 * sets the rate and an app-limited lower one leaves it. */
 	est(&e, 0, 1000, 0, NZ_SCHED_PROBE);
-	e.sample_start = 1000;
+	e.sample_start = 1000;	/* a busy period's first ACK came at 1 us */
 	hot = nz_est_acked(&e, 2001000, 0, true, 1000, 32768, false);
 	tap_ok(hot && e.start_us == 2000 && !e.bw,
 	       "first chunk acknowledged after 2 ms: start_us %u, hot", e.start_us);
@@ -80,5 +80,30 @@ int main(void)
 	tap_ok(t == 5000000 && e.bw == t && e.samples == 1,
 	       "60 ms of 30 kB per 6 ms, window-limited: %llu B/s; a slower app-limited sample keeps it (%llu)",
 	       t, e.bw);
+
+	/*
+	 * Busy periods shorter than a sample: 16 MiB bursts are ~160 ms at
+	 * 100 MB/s, and a guest's heartbeat round trip can make four of them
+	 * longer.  Here: bursts of three 256 KiB ACKs 10 ms apart, 100 ms
+	 * apart, min_rtt 15 ms (a sample needs 60 ms).  The clock runs from
+	 * each burst's first ACK to its last: 20 ms a burst, so the third
+	 * completes the sample at 256 KiB / 10 ms.
+	 */
+	est(&e, 0, 15000, 0, NZ_SCHED_PROBE);
+	for (i = 0; i < 5; i++) {
+		u64 t0 = 1000000 + i * 100000000ULL;
+
+		nz_est_acked(&e, t0 + 2000000, 262144, true, t0, 65536, false);
+		nz_est_acked(&e, t0 + 12000000, 262144, false, 0, 65536, false);
+		nz_est_acked(&e, t0 + 22000000, 262144, false, 0, 65536, true);
+		if (i == 2)
+			t = e.bw;
+	}
+	tap_ok(t == 26214400 && e.samples == 1,
+	       "bursts of 20 ms each, idle between: measured after the third (%llu B/s, %llu samples)",
+	       t, e.samples);
+	tap_ok(!e.sample_start && e.sample_busy == 40000000 &&
+	       e.sample_bytes == 2 * 524288 && e.bw == t,
+	       "the clock stops while idle: 40 ms and 1 MiB into the next sample");
 	return tap_exit();
 }
