@@ -63,7 +63,6 @@ static int nz_hs_frame_keys(struct nz_comm *comm, const u8 *nonce_c,
 	int ret = 0;
 
 	BUILD_BUG_ON(NZ_FMAC_KEY_LEN != NZ_WIRE_MAC_LEN);
-	memset(k, 0, sizeof(*k));
 	dir[0] = is_server ? &k->rx : &k->tx;	/* client -> server */
 	dir[1] = is_server ? &k->tx : &k->rx;
 	for (d = 0; d < 2 && !ret; d++) {

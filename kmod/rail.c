@@ -274,6 +274,7 @@ static struct nz_rail *nz_rail_alloc(struct net *net,
 {
 	const struct nz_transport *ops;
 	struct nz_rail *rail;
+	int err;
 
 	if (!nz_rail_name_valid(cfg->name)) {
 		NL_SET_ERR_MSG(extack,
@@ -293,22 +294,20 @@ static struct nz_rail *nz_rail_alloc(struct net *net,
 	ops = nz_rail_transport(cfg->proto, extack);
 	if (IS_ERR(ops))
 		return ERR_CAST(ops);
+	err = -EOPNOTSUPP;
 	if (cfg->frame_mac && !ops->frame_mac) {
 		NL_SET_ERR_MSG(extack, "no per-frame MAC on this protocol");
-		nz_transport_put(ops);
-		return ERR_PTR(-EOPNOTSUPP);
+		goto put_ops;
 	}
 	if (cfg->frame_mac && nz_fmac_get()) {
 		NL_SET_ERR_MSG(extack, "no Poly1305 in this kernel for the per-frame MAC");
-		nz_transport_put(ops);
-		return ERR_PTR(-EOPNOTSUPP);
+		goto put_ops;
 	}
 
+	err = -ENOMEM;
 	rail = kzalloc(sizeof(*rail), GFP_KERNEL);
-	if (!rail) {
-		nz_transport_put(ops);
-		return ERR_PTR(-ENOMEM);
-	}
+	if (!rail)
+		goto put_ops;
 	strscpy(rail->name, cfg->name, sizeof(rail->name));
 	rail->proto = cfg->proto;
 	rail->ops = ops;
@@ -318,6 +317,10 @@ static struct nz_rail *nz_rail_alloc(struct net *net,
 	kref_init(&rail->ref);
 	rail->net = get_net(net);
 	return rail;
+
+put_ops:
+	nz_transport_put(ops);
+	return ERR_PTR(err);
 }
 
 /* The transport's statistics group in the rail's sysfs directory. */
