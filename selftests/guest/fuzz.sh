@@ -30,7 +30,7 @@ check "/dev/nezha is open to every user (dev_mode=0666)" test "$(stat -c %a /dev
 
 # One deterministic case per bug the fuzzer found (all fixed on main).
 run_tap "regressions" "$FUZZ" -c all
-run_tap "regressions uid 65534" "${NOBODY[@]}" "$FUZZ" -c create-no-rail,create-port0,create-addr-null,create-dup-rail,send-1tib,recv-huge,exit-inflight,destroy-fast
+run_tap "regressions uid 65534" "${NOBODY[@]}" "$FUZZ" -c create-no-rail,create-port0,create-addr-null,create-dup-rail,send-1tib,recv-huge,exit-inflight,exit-inflight-async,destroy-fast
 run_tap "fuzz root" "$FUZZ" -s "$SEED" -n "$N"
 run_tap "fuzz uid 65534" "${NOBODY[@]}" "$FUZZ" -s "$((SEED + 1))" -n "$N"
 
