@@ -28,6 +28,7 @@ cleanup() {
 	[ -z "${reader:-}" ] || kill "$reader" 2>/dev/null
 	[ -z "${holder:-}" ] || kill "$holder" 2>/dev/null
 	[ -z "${writer:-}" ] || kill "$writer" 2>/dev/null
+	[ -z "${junk:-}" ] || kill "$junk" 2>/dev/null
 }
 trap cleanup EXIT
 
@@ -390,6 +391,31 @@ if [ $cycles_ok = 1 ]; then ok "20 add/del cycles under concurrent readers"; els
 if wait $writer; then ok "a concurrent writer's 20 cycles"; else not_ok "a concurrent writer's 20 cycles"; fi
 writer=
 check "no trace of the cycled rails" sh -c "! test -e $SYS/rail-cyc && ! test -e $SYS/rail-cyd && ! $CTL rail show | grep -q cy"
+
+# Rail delete while strangers' connections wait in its listener's accept
+# queue and write at once (issue 19, defect 5).  TCP clones the listener's
+# callbacks and user data into each such child: its data must not wake the
+# accept work again once rail del has cancelled it, or that work runs on
+# the freed rail (KASAN on the debug kernel).  30 add/del cycles of a rail
+# under 64 junk connections to its port, each opened again once closed.
+python3 "$(dirname "$0")/junk_conns.py" "${addrs[0]}" 7702 --junk 64 --silent 0 \
+	--secs 600 >/dev/null 2>&1 &
+junk=$!
+junk_ok=1
+for i in $(seq 1 30); do
+	if ! "$CTL" rail add cyj proto tcp dev "$d0" port 7702 >/dev/null; then
+		junk_ok=0
+		break
+	fi
+	sleep 0.3
+	if ! "$CTL" rail del cyj; then
+		junk_ok=0
+		break
+	fi
+done
+kill $junk; wait $junk 2>/dev/null; junk=
+if [ $junk_ok = 1 ]; then ok "30 add/del cycles while junk connections write to the rail's port"; else not_ok "30 add/del cycles while junk connections write to the rail's port" "failed at cycle $i"; fi
+check "no trace of rail cyj" sh -c "! test -e $SYS/rail-cyj && ! $CTL rail show | grep -q cyj"
 
 # --- nezhactl as operators script it (issue 25) ---------------------------------------------
 
