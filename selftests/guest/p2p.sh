@@ -17,8 +17,10 @@ MASTER_PORT=29500 run_tap p2p "$NZ_BIN/guest/nz_p2p"
 "$CTL" rail show | sed 's/^/# /'
 # After every kind of failed transfer -- a send that timed out, a receive
 # posted after its send gave up, a receive that gave up before its message,
-# every rail down for 4 s under a stream -- 2000 messages each way on the
-# same communicator arrive intact, no rail failing over meanwhile.  Before
+# every rail down for 4 s under a stream, a send from a registered buffer
+# cut off by an outage (and that buffer unregistered at its CQE: nothing of
+# it may be sent after) -- 2000 messages each way on the same communicator
+# arrive intact, no rail failing over meanwhile.  Before
 # the ABORT and REFUSE frames (wire version 2), a failed send left its
 # receiver's window stuck, or its paths held for good by a message nobody
 # would receive.
