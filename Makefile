@@ -234,8 +234,10 @@ check-debug: setup
 	$(MAKE) all KVER=$(KVER)
 	scripts/check-debug.sh
 
-# The lane's own test: a use-after-free and a lock-order inversion planted
-# in copies of kmod/ (scripts/planted/) must each make it fail.
+# The lanes' own test: bugs planted in copies of kmod/ (scripts/planted/:
+# a use-after-free, a lock-order inversion, and issue 19's defects put
+# back) must each make their suites fail, with the report or the failed
+# test line each patch names.
 planted-bugs: setup
 	$(MAKE) all KVER=$(KVER)
 	scripts/planted-bugs.sh

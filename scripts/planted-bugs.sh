@@ -1,15 +1,24 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Does the debug-kernel lane catch what it is there for?  For each
+# Do the tests catch what they are there for?  For each
 # scripts/planted/NAME.patch: copy Kbuild, kmod/ and uapi/ to
-# build/planted/NAME, plant the bug, and run scripts/check-debug.sh on that
-# copy (suites NZ_PLANT_SUITES, default "limits": one guest that creates,
-# connects and destroys hundreds of communicators).  The lane must fail,
-# and its consoles must hold the report the patch names on its
-# "# expect:" line (an extended regular expression) and, if the patch has
-# one, the function of its "# frame:" line (the report's call trace).
-# `make planted-bugs`; needs the debug kernel (make check-debug builds it).
+# build/planted/NAME, plant the bug (or put the old code back), build the
+# module and run guest suites on that copy.  The run must fail, and:
+#
+#   # expect: REGEX       the guests' consoles hold this report (an extended
+#                         regular expression: KASAN, lockdep, kmemleak ...)
+#   # frame: FUNCTION     ... in a call trace through this function
+#   # expect-tap: REGEX   a "not ok" line of the suites matches REGEX (a
+#                         defect no sanitizer sees: wrong bytes, a stall)
+#   # suites: NAMES       the suites to run (default NZ_PLANT_SUITES, or
+#                         "limits": one guest that creates, connects and
+#                         destroys hundreds of communicators)
+#   # kernel: production  Debian's kernel (selftests/run.sh) instead of the
+#                         debug kernel (scripts/check-debug.sh)
+#
+# A patch needs "# expect:" or "# expect-tap:".  `make planted-bugs`; the
+# debug kernel's patches need it built (make check-debug builds it).
 #
 #   scripts/planted-bugs.sh [NAME...]      only these bugs
 #
@@ -30,30 +39,54 @@ for p in "${pick[@]}"; do
 	n=$((n + 1))
 	want=$(sed -n 's/^# expect: //p' "$p")
 	frame=$(sed -n 's/^# frame: //p' "$p")
+	want_tap=$(sed -n 's/^# expect-tap: //p' "$p")
+	psuites=$(sed -n 's/^# suites: //p' "$p")
+	kernel=$(sed -n 's/^# kernel: //p' "$p")
 	src=$TOP/build/planted/$name
 	out=$TOP/build/test-output-planted/$name
 	rm -rf "$src" "$out"
 	mkdir -p "$src" "$out"
 	cp -r "$TOP/Kbuild" "$TOP/kmod" "$TOP/uapi" "$src/"
-	if [ -z "$want" ] || ! patch -s -d "$src" -p1 < "$p" > "$out/patch.log" 2>&1; then
+	find "$src" \( -name '*.o' -o -name '*.ko' -o -name '*.mod' -o \
+		-name '*.mod.c' -o -name '.*.cmd' -o -name '*.o.d' \) -delete
+	if [ -z "$want$want_tap" ] ||
+	   ! patch -s -d "$src" -p1 < "$p" > "$out/patch.log" 2>&1; then
 		echo "not ok $n - planted $name: the patch applies and says what to expect"
 		sed 's/^/# /' "$out/patch.log"
 		fail=$((fail + 1))
 		continue
 	fi
 	start=$(date +%s)
-	NZ_DEBUG_SRC=$src NZ_SUITES=$suites NZ_OUT=$out \
-		scripts/check-debug.sh > "$out/lane.log" 2>&1
-	rc=$?
+	if [ "$kernel" = production ]; then
+		kdir=/lib/modules/$(scripts/kver.sh --guest)/build
+		if make -C "$kdir" M="$src" modules > "$out/build.log" 2>&1; then
+			NZ_KO=$src/nezha.ko NZ_RDMA_KO=$src/nezha_rdma.ko \
+				NZ_GUEST_ONLY=1 NZ_SUITES=${psuites:-$suites} \
+				NZ_OUT=$out selftests/run.sh > "$out/lane.log" 2>&1
+			rc=$?
+		else
+			rc=build
+			cp "$out/build.log" "$out/lane.log"
+		fi
+	else
+		NZ_DEBUG_SRC=$src NZ_SUITES=${psuites:-$suites} NZ_OUT=$out \
+			scripts/check-debug.sh > "$out/lane.log" 2>&1
+		rc=$?
+	fi
 	secs=$(($(date +%s) - start))
 	hit=
-	for c in $(grep -rlE "$want" "$out" --include='*.console' 2>/dev/null); do
-		if [ -z "$frame" ] || grep -q "$frame" "$c"; then
-			hit=$(grep -hoE "$want.*" "$c" | head -n 1)${frame:+, in a trace through $frame}
-			break
-		fi
-	done
-	if [ "$rc" != 0 ] && [ -n "$hit" ]; then
+	if [ -n "$want" ]; then
+		for c in $(grep -rlE "$want" "$out" --include='*.console' 2>/dev/null); do
+			if [ -z "$frame" ] || grep -q "$frame" "$c"; then
+				hit=$(grep -hoE "$want.*" "$c" | head -n 1)${frame:+, in a trace through $frame}
+				break
+			fi
+		done
+	else
+		want=$want_tap
+		hit=$(grep -E '^not ok ' "$out/lane.log" | grep -E -- "$want_tap" | head -n 1)
+	fi
+	if [ "$rc" != 0 ] && [ "$rc" != build ] && [ -n "$hit" ]; then
 		echo "ok $n - planted $name: the lane failed (exit $rc, ${secs} s) on \"$hit\""
 		pass=$((pass + 1))
 	else
