@@ -134,7 +134,7 @@ u32 nz_est_pick_rails(const struct nz_sched_cand *c, u32 n, u64 total,
  * The bandwidth sample's clock runs only while the connection is busy, from
  * the first ACK of a busy period to its last (so a period's start-up is not
  * in it), and a sample spans busy periods until it holds 50 ms or four round
- * trips.  Until 2026-12-06 each busy period started a new sample: a rail
+ * trips.  Until 2026-12-05 each busy period started a new sample: a rail
  * whose periods were all shorter than that (a burst of 16 MiB at 100 MB/s
  * is 160 ms; four round trips of a guest's slow heartbeat can be longer)
  * carried 62 MiB hot without ever being measured.
