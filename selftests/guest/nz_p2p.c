@@ -1141,8 +1141,7 @@ static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 	size_t len = 8u << 20;
 	long long b0 = -1, b1 = -1;
 	uint8_t *buf;
-	int idx = -1, ret, unreg = -1, st;
-	double t0;
+	int idx = -1, ret, unreg = -1;
 	pid_t op;
 
 	if (rank == 0) {
@@ -1158,11 +1157,9 @@ static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 			unreg = nz_comm_unregister_buffer(d, idx);
 			munmap(buf, len);
 			if (op > 0)
-				waitpid(op, &st, 0);
+				waitpid(op, NULL, 0);
 			/* The paths come back and anything still held goes. */
-			t0 = now_s();
-			while (now_s() - t0 < 3 * ts)
-				usleep(100000);
+			usleep(3 * ts * 1e6);
 			b1 = rails_sum(d, "bytes_tx");
 		}
 		tap_ok(ret < 0 && !unreg,
