@@ -34,10 +34,7 @@ if [ -n "$src" ]; then
 	mod=$src
 else
 	mod=$TOP/build/debug-mod
-	mkdir -p "$mod"
-	rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
-		--exclude='*.mod.c' --exclude='.*.cmd' --exclude='*.o.d' \
-		"$TOP/Kbuild" "$TOP/kmod" "$TOP/uapi" "$mod/"
+	"$TOP"/scripts/kmod-copy.sh "$mod" || exit 2
 fi
 if ! out=$(make -C "$NZ_DEBUG_KDIR" M="$mod" W=1 modules 2>&1); then
 	echo "not ok 1 - nezha.ko builds against the debug kernel"

@@ -45,10 +45,8 @@ for p in "${pick[@]}"; do
 	src=$TOP/build/planted/$name
 	out=$TOP/build/test-output-planted/$name
 	rm -rf "$src" "$out"
-	mkdir -p "$src" "$out"
-	cp -r "$TOP/Kbuild" "$TOP/kmod" "$TOP/uapi" "$src/"
-	find "$src" \( -name '*.o' -o -name '*.ko' -o -name '*.mod' -o \
-		-name '*.mod.c' -o -name '.*.cmd' -o -name '*.o.d' \) -delete
+	mkdir -p "$out"
+	"$TOP"/scripts/kmod-copy.sh "$src"
 	if [ -z "$want$want_tap" ] ||
 	   ! patch -s -d "$src" -p1 < "$p" > "$out/patch.log" 2>&1; then
 		echo "not ok $n - planted $name: the patch applies and says what to expect"
