@@ -526,6 +526,16 @@ while :; do
 		rc=0
 		wait "${qpids[g]}" || rc=$?
 		qrc[g]=$rc
+		# A guest that died of a panic leaves its peers waiting out every
+		# step for it (the debug lane: an hour): stop them too.
+		if [ -z "$killed_at" ] && [ "$nodes" -gt 1 ] &&
+		   grep -q 'Kernel panic - not syncing' "$outdir/guest$g.console" 2>/dev/null; then
+			echo "# g$g: its kernel panicked; stopping every guest"
+			killed_at=$SECONDS
+			for ((h = 0; h < nodes; h++)); do
+				[ -n "${ended[h]:-}" ] || kill -TERM "${qpids[h]}" 2>/dev/null || true
+			done
+		fi
 	done
 	[ $running -eq 1 ] || break
 	if [ -z "$killed_at" ] && [ $SECONDS -ge $deadline ]; then
