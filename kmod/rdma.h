@@ -130,12 +130,13 @@ struct nz_rdma_conn {
 	u32 rx_head;			/* next slot, in posting order */
 	enum nz_wire_state ws;		/* READ_ONCE: which frames may come */
 	bool rx_stalled;		/* READ_ONCE: waits for a kick */
-	bool rx_hold;			/* READ_ONCE: client handshake reads */
+	bool rx_hold;			/* READ_ONCE: a handshake step reads */
 
 	spinlock_t lock;		/* everything below */
 	int step;			/* enum nz_rdma_step */
 	int err;			/* first error */
 	bool attached;			/* conn->tp: the communicator owns it */
+	bool claimed;			/* nz_rdma_attach() under way */
 	bool closing;			/* teardown began */
 	bool hs_dead;			/* server: never attach any more */
 	bool destroy_queued;		/* server: destroy_work queued once */
@@ -144,7 +145,7 @@ struct nz_rdma_conn {
 	u32 send_credits;
 	u32 credits_owed;		/* receives reposted, not yet told */
 	u32 tx_nfree;
-	struct nz_frame hs_frame;	/* client: the handshake frame read */
+	struct nz_frame hs_frame;	/* the handshake frame read (server: HELLO) */
 	bool hs_have;
 
 	/* Set up once, or synchronised by themselves. */
@@ -157,6 +158,7 @@ struct nz_rdma_conn {
 	struct work_struct tx_work;
 	struct work_struct err_work;
 	struct work_struct destroy_work;	/* server, before attach */
+	struct work_struct hs_work;	/* server: HELLO to attach */
 	struct delayed_work hs_timer;	/* server handshake deadline */
 };
 
@@ -218,7 +220,7 @@ void nz_rdma_dial_abort(void *dial);
 int nz_rdma_cm_request(struct nz_rdma_rail *rr, struct rdma_cm_id *id,
 		       const struct rdma_cm_event *ev);
 /* Server, from rx_work: the client's HELLO (or CLOSE). */
-int nz_rdma_server_hello(struct nz_rdma_conn *rc, const struct nz_frame *f);
+void nz_rdma_hs_work(struct work_struct *work);
 void nz_rdma_destroy_work(struct work_struct *work);
 void nz_rdma_hs_expired(struct work_struct *work);
 

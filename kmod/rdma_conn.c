@@ -59,20 +59,38 @@ static_assert(sizeof(struct nz_rdma_cm_rep) == 16);
 
 /*
  * Hand rc to the communicator: it becomes conn->tp.  Fails when the rail or
- * its device went away meanwhile, or (server) the handshake was abandoned.
+ * its device went away meanwhile, or (server) the handshake was abandoned:
+ * its destruction queued (a failure, the deadline) or done.
+ *
+ * A server's rc is claimed first: from then on a failure is only recorded
+ * (read below), and neither a failure nor the deadline queues its
+ * destroy_work.  None was queued before (or we refuse), so an attached rc
+ * never has one; its teardown, under conn->io_lock, need not cancel
+ * destroy_work or hs_work, whose last touch of rc is this function, under
+ * that lock.
  */
 static int nz_rdma_attach(struct nz_rdma_conn *rc, struct nz_conn *conn)
 {
 	struct nz_rdma_rail *rr = rc->rr;
-	int ret = -ESHUTDOWN, err = 0;
+	int ret = -ESHUTDOWN, err;
+	bool claim;
 
 	mutex_lock(&conn->io_lock);
 	nz_conn_detach(conn, -ECONNRESET);	/* a stale one, if any */
 	mutex_lock(&rr->lock);
-	if (!rc->hs_dead && !rr->stopping && rr->ibdev) {
+	spin_lock_bh(&rc->lock);
+	claim = !rc->destroy_queued && !rc->closing;
+	rc->claimed = claim;
+	spin_unlock_bh(&rc->lock);
+	if (claim && !rc->hs_dead && !rr->stopping && rr->ibdev) {
 		rc->conn = conn;
 		ret = nz_conn_attach(conn, rc);
 	}
+	spin_lock_bh(&rc->lock);
+	rc->claimed = false;
+	rc->attached = !ret;
+	err = rc->err;
+	spin_unlock_bh(&rc->lock);
 	if (!ret) {
 		if (!rc->client) {
 			rr->handshakes--;
@@ -80,10 +98,6 @@ static int nz_rdma_attach(struct nz_rdma_conn *rc, struct nz_conn *conn)
 			rc->hs_cost = 0;
 		}
 		WRITE_ONCE(rc->ws, NZ_WS_ESTABLISHED);
-		spin_lock_bh(&rc->lock);
-		rc->attached = true;
-		err = rc->err;
-		spin_unlock_bh(&rc->lock);
 	}
 	mutex_unlock(&rr->lock);
 	if (!ret) {
@@ -127,7 +141,7 @@ static void nz_rdma_hs_fail(struct nz_rdma_conn *rc, int err)
 	bool destroy = false;
 
 	spin_lock_bh(&rc->lock);
-	if (!rc->attached && !rc->closing) {
+	if (!rc->attached && !rc->closing && !rc->claimed) {
 		if (!rc->err)
 			rc->err = err;
 		destroy = !rc->destroy_queued;
@@ -207,8 +221,8 @@ static struct nz_comm *nz_rdma_wait_comm(struct nz_rdma_conn *rc,
 	}
 }
 
-/* Server, in rx_work: the client's HELLO.  Welcome it, or refuse it. */
-int nz_rdma_server_hello(struct nz_rdma_conn *rc,
+/* Server: the client's HELLO.  Welcome it, or refuse it. */
+static int nz_rdma_server_hello(struct nz_rdma_conn *rc,
 				const struct nz_frame *f)
 {
 	const struct nz_frame_hello *h = &f->hello;
@@ -243,6 +257,21 @@ refuse:
 	rc->refuse = reason;
 	nz_rdma_send_close(rc, reason);
 	return -ECONNREFUSED;
+}
+
+/*
+ * Server: the HELLO rx_work read (nz_rdma_server_frame()).  Attached, rc
+ * is the communicator's, which may tear it down at once: not touched here
+ * after a success.
+ */
+void nz_rdma_hs_work(struct work_struct *work)
+{
+	struct nz_rdma_conn *rc = container_of(work, struct nz_rdma_conn,
+					       hs_work);
+	int ret = nz_rdma_server_hello(rc, &rc->hs_frame);
+
+	if (ret)
+		nz_rdma_error(rc, ret);
 }
 
 static void nz_rdma_set_step(struct nz_rdma_conn *rc, int step)

@@ -65,7 +65,8 @@ void nz_rdma_error(struct nz_rdma_conn *rc, int err)
 	if (!rc->err)
 		rc->err = err;
 	attached = rc->attached;
-	if (!attached && !rc->client && !rc->destroy_queued) {
+	/* Being attached: the error is read there (nz_rdma_attach()). */
+	if (!attached && !rc->client && !rc->destroy_queued && !rc->claimed) {
 		rc->destroy_queued = true;
 		destroy = true;
 	}
@@ -416,8 +417,15 @@ void nz_rdma_teardown(struct nz_rdma_conn *rc, bool bye, bool in_destroy)
 	spin_unlock_bh(&rc->lock);
 
 	cancel_delayed_work_sync(&rc->hs_timer);
-	if (!in_destroy)
-		cancel_work_sync(&rc->destroy_work);
+	/*
+	 * A server's handshake works: an attached rc is past them, and its
+	 * teardown holds conn->io_lock, which hs_work takes (nz_rdma_attach()).
+	 */
+	if (server_hs) {
+		if (!in_destroy)
+			cancel_work_sync(&rc->destroy_work);
+		cancel_work_sync(&rc->hs_work);
+	}
 	cancel_work_sync(&rc->rx_work);
 	cancel_work_sync(&rc->tx_work);
 	if (rc->qp_init) {
@@ -472,6 +480,7 @@ struct nz_rdma_conn *nz_rdma_conn_alloc(bool client)
 	INIT_WORK(&rc->tx_work, nz_rdma_tx_work);
 	INIT_WORK(&rc->err_work, nz_rdma_err_work);
 	INIT_WORK(&rc->destroy_work, nz_rdma_destroy_work);
+	INIT_WORK(&rc->hs_work, nz_rdma_hs_work);
 	INIT_DELAYED_WORK(&rc->hs_timer, nz_rdma_hs_expired);
 	return rc;
 }

@@ -423,6 +423,21 @@ static int nz_rdma_rx_frame(struct nz_rdma_conn *rc, const struct nz_frame *f,
 	return nz_conn_rx_data_done(conn, &d);
 }
 
+/*
+ * Server: hand the HELLO to hs_work, read no further.  The handshake
+ * waits for the communicator and attaches to it under conn->io_lock, which
+ * the teardown of an attached connection holds while it cancels rx_work:
+ * rx_work itself never takes that lock.
+ */
+static int nz_rdma_server_frame(struct nz_rdma_conn *rc,
+				const struct nz_frame *f)
+{
+	rc->hs_frame = *f;
+	WRITE_ONCE(rc->rx_hold, true);
+	queue_work(nz_rdma_wq, &rc->hs_work);
+	return 0;
+}
+
 /* Client: hand the handshake frame to conn_connect, read no further. */
 static int nz_rdma_client_frame(struct nz_rdma_conn *rc,
 				const struct nz_frame *f)
@@ -469,7 +484,7 @@ static int nz_rdma_rx_one(struct nz_rdma_conn *rc, struct nz_rdma_slot *s)
 	case NZ_WS_ESTABLISHED:
 		return nz_rdma_rx_frame(rc, &f, s->buf);
 	case NZ_WS_SERVER_WAIT_HELLO:
-		return nz_rdma_server_hello(rc, &f);
+		return nz_rdma_server_frame(rc, &f);
 	default:
 		return nz_rdma_client_frame(rc, &f);
 	}
