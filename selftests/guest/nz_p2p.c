@@ -1063,6 +1063,25 @@ static void held_back(struct nz_comm *k, int port, uint8_t *big, size_t len)
 	nz_comm_destroy(e);
 }
 
+/* The netdev of c's rail s (sysfs), into dev; 0 or -errno. */
+static int rail_dev(struct nz_comm *c, int s, char *dev, size_t len)
+{
+	char path[128];
+	int ret = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/nezha/rail-%s/dev",
+		 nz_comm_rail_name(c, s));
+	f = fopen(path, "r");
+	if (!f)
+		return -errno;
+	if (!fgets(dev, len, f))
+		ret = -EIO;
+	fclose(f);
+	dev[strcspn(dev, "\n")] = 0;
+	return ret;
+}
+
 /*
  * Blackhole every rail of c (netem loss 100% as the root qdisc of its
  * device) from at s to at + len s, in a child; its exit status says
@@ -1082,18 +1101,13 @@ static pid_t outage(struct nz_comm *c, double at, double len)
 	if (n < 1 || n > 8)
 		_exit(2);
 	for (s = 0; s < n; s++) {
-		char path[128];
-		FILE *f;
+		int err = rail_dev(c, s, devs[s], sizeof(devs[s]));
 
-		snprintf(path, sizeof(path), "/sys/class/nezha/rail-%s/dev",
-			 nz_comm_rail_name(c, s));
-		f = fopen(path, "r");
-		if (!f || !fgets(devs[s], sizeof(devs[s]), f)) {
-			printf("# outage: %s: %s\n", path, strerror(errno));
+		if (err) {
+			printf("# outage: rail %s: no device: %s\n",
+			       nz_comm_rail_name(c, s), strerror(-err));
 			_exit(3);
 		}
-		fclose(f);
-		devs[s][strcspn(devs[s], "\n")] = 0;
 	}
 	usleep(at * 1e6);
 	for (s = 0; s < n; s++) {
@@ -1124,24 +1138,54 @@ static pid_t outage(struct nz_comm *c, double at, double len)
 }
 
 /*
+ * Set rank 0's netdev of d's rail s down (up: false) or up; true when it
+ * took.  Down: wait until the rail has no connection up (the paths it
+ * carried closed, their chunks given back), 2 s x ts at most.
+ */
+static bool link_set(struct nz_comm *d, int s, bool up, double ts)
+{
+	char dev[64], cmd[128];
+	double t0 = now_s();
+
+	if (rail_dev(d, s, dev, sizeof(dev)))
+		return false;
+	snprintf(cmd, sizeof(cmd), "ip link set dev %s %s", dev,
+		 up ? "up" : "down");
+	if (system(cmd))
+		return false;
+	while (!up && nz_rail_stat(nz_comm_rail_name(d, s), "conns") > 0) {
+		if (now_s() - t0 > 2 * ts)
+			return false;
+		usleep(20000);
+	}
+	return true;
+}
+
+/*
  * 5. An 8 MiB send from a registered buffer, its receive never posted
  * (held back: 1 MiB budget) and every rail blackholed meanwhile: it fails,
- * and right after its CQE the buffer is unregistered and unmapped.  Its
- * chunks the paths' loss moved to be resent must then be dropped, never
- * sent: after its CQE the module must not touch the buffer.  A module that
- * resent them would read io_uring's freed bio_vec array and unpinned pages
- * (issue 19, defect 2) and send what they held to the peer; here that
- * shows as payload rank 0 sends after the CQE, with nothing else of d's or
- * k's in flight.  Not yet shown to catch it: with the three checks that
- * drop a failed message's chunks taken out (2026-12-05), this outage made
- * no path resend anything, and 0 bytes went out after the CQE there too.
+ * and right after its CQE the buffer is unregistered and unmapped.  Then,
+ * the paths still blackholed and the send's chunks still unacknowledged,
+ * rank 0 pulls its last rail's link: that path closes and gives back
+ * every chunk it carried (nz_conn_requeue_chunks()).  Those of the failed
+ * send must be dropped, never sent: after its CQE the module must not
+ * touch the buffer.  A module that resent them (issue 19, defect 2) would
+ * read io_uring's freed bio_vec array and unpinned pages and send what
+ * they held to the peer; here that shows as payload rank 0 sends after
+ * the CQE, with nothing else of d's or k's in flight (and on the debug
+ * kernel as KASAN's report).  Not yet shown to catch that old code: with
+ * the three checks that drop a failed message's chunks taken out, 0 bytes
+ * left after the CQE (2026-12-05), with the outage alone and with the
+ * pulled link too, although the timeout's report said chunks of it were
+ * waiting to be resent.  The "# cut:" line says what the step moved.
  */
 static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 {
 	size_t len = 8u << 20;
-	long long b0 = -1, b1 = -1;
+	long long b0 = -1, b1 = -1, bs, rs, r0, rp;
+	int idx = -1, ret, unreg = -1, last = nz_comm_nrails(d) - 1;
+	bool pulled = false, back = false;
 	uint8_t *buf;
-	int idx = -1, ret, unreg = -1;
 	pid_t op;
 
 	if (rank == 0) {
@@ -1151,11 +1195,19 @@ static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 		      nz_comm_register_buffer(d, buf, len, &idx);
 		if (!ret) {
 			fill(buf, len, 15);
+			bs = rails_sum(d, "bytes_tx");
+			rs = rails_sum(d, "chunks_resent");
 			op = outage(d, 0.3 * ts, 4.0 * ts);
 			ret = nz_send(d, buf, len, peer, 15);
 			b0 = rails_sum(d, "bytes_tx");
+			r0 = rails_sum(d, "chunks_resent");
 			unreg = nz_comm_unregister_buffer(d, idx);
 			munmap(buf, len);
+			pulled = link_set(d, last, false, ts);
+			rp = rails_sum(d, "chunks_resent");
+			back = link_set(d, last, true, ts);
+			printf("# cut: %lld payload bytes sent before the CQE, %lld chunks rerouted before it, %lld when the link went\n",
+			       b0 - bs, r0 - rs, rp - r0);
 			if (op > 0)
 				waitpid(op, NULL, 0);
 			/* The paths come back and anything still held goes. */
@@ -1165,6 +1217,10 @@ static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 		tap_ok(ret < 0 && !unreg,
 		       "8 MiB send from a registered buffer, cut off by an outage: failed (%s), buffer unregistered (%d) and unmapped after its CQE",
 		       strerror(-ret), unreg);
+		tap_ok(pulled && back,
+		       "then rail %s's link pulled: its paths closed%s, link back%s",
+		       nz_comm_rail_name(d, last), pulled ? "" : " NOT",
+		       back ? "" : " NOT");
 		tap_ok(b0 >= 0 && b1 == b0,
 		       "after that CQE no chunk of it is sent again (%lld payload bytes sent since)",
 		       b0 < 0 || b1 < 0 ? -1 : b1 - b0);
