@@ -1138,53 +1138,26 @@ static pid_t outage(struct nz_comm *c, double at, double len)
 }
 
 /*
- * Set rank 0's netdev of d's rail s down (up: false) or up; true when it
- * took.  Down: wait until the rail has no connection up (the paths it
- * carried closed, their chunks given back), 2 s x ts at most.
- */
-static bool link_set(struct nz_comm *d, int s, bool up, double ts)
-{
-	char dev[64], cmd[128];
-	double t0 = now_s();
-
-	if (rail_dev(d, s, dev, sizeof(dev)))
-		return false;
-	snprintf(cmd, sizeof(cmd), "ip link set dev %s %s", dev,
-		 up ? "up" : "down");
-	if (system(cmd))
-		return false;
-	while (!up && nz_rail_stat(nz_comm_rail_name(d, s), "conns") > 0) {
-		if (now_s() - t0 > 2 * ts)
-			return false;
-		usleep(20000);
-	}
-	return true;
-}
-
-/*
  * 5. An 8 MiB send from a registered buffer, its receive never posted
  * (held back: 1 MiB budget) and every rail blackholed meanwhile: it fails,
- * and right after its CQE the buffer is unregistered and unmapped.  Then,
- * the paths still blackholed and the send's chunks still unacknowledged,
- * rank 0 pulls its last rail's link: that path closes and gives back
- * every chunk it carried (nz_conn_requeue_chunks()).  Those of the failed
- * send must be dropped, never sent: after its CQE the module must not
- * touch the buffer.  A module that resent them (issue 19, defect 2) would
- * read io_uring's freed bio_vec array and unpinned pages and send what
- * they held to the peer; here that shows as payload rank 0 sends after
- * the CQE, with nothing else of d's or k's in flight (and on the debug
- * kernel as KASAN's report).  Not yet shown to catch that old code: with
- * the three checks that drop a failed message's chunks taken out, 0 bytes
- * left after the CQE (2026-12-05), with the outage alone and with the
- * pulled link too, although the timeout's report said chunks of it were
- * waiting to be resent.  The "# cut:" line says what the step moved.
+ * and right after its CQE the buffer is unregistered and unmapped.  Its
+ * chunks the paths' loss moved to be resent must then be dropped, never
+ * sent: after its CQE the module must not touch the buffer.  A module that
+ * resent them would read io_uring's freed bio_vec array and unpinned pages
+ * (issue 19, defect 2) and send what they held to the peer; here that
+ * shows as payload rank 0 sends after the CQE, with nothing else of d's or
+ * k's in flight.  Not yet shown to catch it: with the three checks that
+ * drop a failed message's chunks taken out (2026-12-05), 0 bytes went out
+ * after the CQE too.  The outage makes the paths suspect and reroute every
+ * chunk before the CQE (the "# cut:" line), and most likely the receiver's
+ * ACKs of the first copies free what waits to be resent.  A rail's link
+ * pulled after the CQE did not change that (its path had nothing left).
  */
 static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 {
 	size_t len = 8u << 20;
-	long long b0 = -1, b1 = -1, bs, rs, r0, rp;
-	int idx = -1, ret, unreg = -1, last = nz_comm_nrails(d) - 1;
-	bool pulled = false, back = false;
+	long long b0 = -1, b1 = -1, bs, rs, r0;
+	int idx = -1, ret, unreg = -1;
 	uint8_t *buf;
 	pid_t op;
 
@@ -1203,11 +1176,8 @@ static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 			r0 = rails_sum(d, "chunks_resent");
 			unreg = nz_comm_unregister_buffer(d, idx);
 			munmap(buf, len);
-			pulled = link_set(d, last, false, ts);
-			rp = rails_sum(d, "chunks_resent");
-			back = link_set(d, last, true, ts);
-			printf("# cut: %lld payload bytes sent before the CQE, %lld chunks rerouted before it, %lld when the link went\n",
-			       b0 - bs, r0 - rs, rp - r0);
+			printf("# cut: %lld payload bytes sent before the CQE, %lld chunks rerouted before it\n",
+			       b0 - bs, r0 - rs);
 			if (op > 0)
 				waitpid(op, NULL, 0);
 			/* The paths come back and anything still held goes. */
@@ -1217,10 +1187,6 @@ static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 		tap_ok(ret < 0 && !unreg,
 		       "8 MiB send from a registered buffer, cut off by an outage: failed (%s), buffer unregistered (%d) and unmapped after its CQE",
 		       strerror(-ret), unreg);
-		tap_ok(pulled && back,
-		       "then rail %s's link pulled: its paths closed%s, link back%s",
-		       nz_comm_rail_name(d, last), pulled ? "" : " NOT",
-		       back ? "" : " NOT");
 		tap_ok(b0 >= 0 && b1 == b0,
 		       "after that CQE no chunk of it is sent again (%lld payload bytes sent since)",
 		       b0 < 0 || b1 < 0 ? -1 : b1 - b0);
