@@ -219,7 +219,7 @@ void nz_rdma_dial_abort(void *dial);
 /* CONNECT_REQUEST: 0 accepted, 1 rejected (rdma_cm destroys id). */
 int nz_rdma_cm_request(struct nz_rdma_rail *rr, struct rdma_cm_id *id,
 		       const struct rdma_cm_event *ev);
-/* Server, from rx_work: the client's HELLO (or CLOSE). */
+/* Server: the client's HELLO (or CLOSE) rx_work read; welcome or refuse. */
 void nz_rdma_hs_work(struct work_struct *work);
 void nz_rdma_destroy_work(struct work_struct *work);
 void nz_rdma_hs_expired(struct work_struct *work);
