@@ -10,7 +10,9 @@
 #                         regular expression: KASAN, lockdep, kmemleak ...)
 #   # frame: FUNCTION     ... in a call trace through this function
 #   # expect-tap: REGEX   a "not ok" line of the suites matches REGEX (a
-#                         defect no sanitizer sees: wrong bytes, a stall)
+#                         defect no sanitizer sees: wrong bytes, a stall);
+#                         with "# expect:" too, either one will do (a
+#                         defect that may crash the kernel or may not)
 #   # suites: NAMES       the suites to run (default NZ_PLANT_SUITES, or
 #                         "limits": one guest that creates, connects and
 #                         destroys hundreds of communicators)
@@ -80,10 +82,12 @@ for p in "${pick[@]}"; do
 				break
 			fi
 		done
-	else
-		want=$want_tap
+	fi
+	if [ -z "$hit" ] && [ -n "$want_tap" ]; then
 		hit=$(grep -E '^not ok ' "$out/lane.log" | grep -E -- "$want_tap" | head -n 1)
 	fi
+	[ -n "$want" ] && [ -n "$want_tap" ] && want="$want/ or /$want_tap"
+	[ -n "$want" ] || want=$want_tap
 	if [ "$rc" != 0 ] && [ "$rc" != build ] && [ -n "$hit" ]; then
 		echo "ok $n - planted $name: the lane failed (exit $rc, ${secs} s) on \"$hit\""
 		pass=$((pass + 1))

@@ -1137,27 +1137,58 @@ static pid_t outage(struct nz_comm *c, double at, double len)
 	_exit(0);
 }
 
+/* nezhactl health set interval MS misses N (NZCTL); 0 on success. */
+static int health_set(unsigned int ms, unsigned int misses)
+{
+	const char *ctl = getenv("NZCTL");
+	char a[16], b[16];
+	int status;
+	pid_t pid;
+
+	if (!ctl)
+		return -1;
+	snprintf(a, sizeof(a), "%u", ms);
+	snprintf(b, sizeof(b), "%u", misses);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		execl(ctl, ctl, "health", "set", "interval", a, "misses", b,
+		      (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : -1;
+}
+
 /*
  * 5. An 8 MiB send from a registered buffer, its receive never posted
  * (held back: 1 MiB budget) and every rail blackholed meanwhile: it fails,
  * and right after its CQE the buffer is unregistered and unmapped.  Its
- * chunks the paths' loss moved to be resent must then be dropped, never
- * sent: after its CQE the module must not touch the buffer.  A module that
- * resent them would read io_uring's freed bio_vec array and unpinned pages
- * (issue 19, defect 2) and send what they held to the peer; here that
- * shows as payload rank 0 sends after the CQE, with nothing else of d's or
- * k's in flight.  Not yet shown to catch it: with the three checks that
- * drop a failed message's chunks taken out (2026-12-05), 0 bytes went out
- * after the CQE too.  The outage makes the paths suspect and reroute every
- * chunk before the CQE (the "# cut:" line), and most likely the receiver's
- * ACKs of the first copies free what waits to be resent.  A rail's link
- * pulled after the CQE did not change that (its path had nothing left).
+ * chunks still unacknowledged must then be dropped, never sent: after its
+ * CQE the module must not touch the buffer.  A module that resent them
+ * (issue 19, defect 2) reads io_uring's freed bio_vec array and pages it
+ * no longer holds, and sends what they hold to the peer; here that shows
+ * as payload rank 0 sends after the CQE, with nothing else of d's or k's
+ * in flight, or as the kernel's report when the pages were reused.
+ *
+ * No path may be suspected during the outage (health: 10 s x ts of
+ * silence, the outage is 4 s x ts), so the send's chunks are still on
+ * the paths that carried them at the CQE.  With the default 16 ms the
+ * paths were suspected and every chunk rerouted before the CQE, the
+ * receiver's ACKs of the first copies freed the rest, and the old code
+ * passed (2026-12-05).  With the paths left alone the old code crashed
+ * the kernel ("list_add corruption": the pages it sent from were reused),
+ * and in a run that also pulled a link after the CQE it sent 2.8 MB after
+ * it (scripts/planted/failed-send-resent.patch).  The "# cut:" line says
+ * what the step moved.
  */
 static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 {
 	size_t len = 8u << 20;
 	long long b0 = -1, b1 = -1, bs, rs, r0;
 	int idx = -1, ret, unreg = -1;
+	unsigned int f = ts > 1 ? (unsigned int)ts : 1;
 	uint8_t *buf;
 	pid_t op;
 
@@ -1166,6 +1197,9 @@ static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		ret = buf == MAP_FAILED ? -ENOMEM :
 		      nz_comm_register_buffer(d, buf, len, &idx);
+		/* No path suspected during the outage (see above). */
+		if (!ret && health_set(100 * f, 100))
+			ret = -EINVAL;
 		if (!ret) {
 			fill(buf, len, 15);
 			bs = rails_sum(d, "bytes_tx");
@@ -1184,6 +1218,8 @@ static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
 			usleep(3 * ts * 1e6);
 			b1 = rails_sum(d, "bytes_tx");
 		}
+		/* Back to the default (scaled as nz_load() set it). */
+		health_set(4 * f, 4);
 		tap_ok(ret < 0 && !unreg,
 		       "8 MiB send from a registered buffer, cut off by an outage: failed (%s), buffer unregistered (%d) and unmapped after its CQE",
 		       strerror(-ret), unreg);

@@ -24,7 +24,7 @@ MASTER_PORT=29500 run_tap p2p "$NZ_BIN/guest/nz_p2p"
 # the ABORT and REFUSE frames (wire version 2), a failed send left its
 # receiver's window stuck, or its paths held for good by a message nobody
 # would receive.
-MASTER_PORT=30100 run_tap recover "$NZ_BIN/guest/nz_p2p" recover
+NZCTL=$CTL MASTER_PORT=30100 run_tap recover "$NZ_BIN/guest/nz_p2p" recover
 # Short jobs: the ACK owed by a rank that leaves at once reaches the
 # sender; a quick peer that already left counts as connected.
 MASTER_PORT=29600 run_tap leave "$NZ_BIN/guest/nz_p2p" leave 100 1
