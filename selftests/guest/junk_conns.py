@@ -5,9 +5,10 @@
 Keeps JUNK connections to a rail's port that write garbage and SILENT ones
 that connect and never say a word (handshakes left half done), for SECS
 seconds: whenever the module closes one, it is opened again at once.
-Prints what it opened and what the module closed.
+Prints what it opened and what the module closed.  A junk connection
+writes as soon as it is up, or DELAY ms later.
 
-  junk_conns.py ADDR PORT --src SRC --junk N --silent N --secs S
+  junk_conns.py ADDR PORT --src SRC --junk N --silent N --secs S [--delay MS]
 """
 import argparse
 import errno
@@ -27,6 +28,7 @@ def main():
     ap.add_argument("--junk", type=int, default=1000)
     ap.add_argument("--silent", type=int, default=1000)
     ap.add_argument("--secs", type=float, default=30)
+    ap.add_argument("--delay", type=float, default=0)
     a = ap.parse_args()
 
     want = a.junk + a.silent + 64
@@ -35,6 +37,7 @@ def main():
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
 
     sel = selectors.DefaultSelector()
+    due = []                        # [time, socket]: junk still to write
     stats = {"junk": [0, 0, 0], "silent": [0, 0, 0]}  # opened, closed, failed
     live = {"junk": 0, "silent": 0}
 
@@ -58,7 +61,14 @@ def main():
         live[kind] += 1
         return True
 
+    def write_junk(s):
+        try:
+            s.send(os.urandom(256))
+        except OSError:
+            pass
+
     def drop(s, kind, what):
+        due[:] = [d for d in due if d[1] is not s]
         sel.unregister(s)
         s.close()
         stats[kind][what] += 1
@@ -72,7 +82,11 @@ def main():
         for _ in range(n):
             open_one(kind)
     while time.monotonic() < end and not stop:
-        for key, ev in sel.select(timeout=0.2):
+        t = time.monotonic()
+        while due and due[0][0] <= t:
+            write_junk(due.pop(0)[1])
+        wait = 0.2 if not due else min(0.2, max(0.0, due[0][0] - t))
+        for key, ev in sel.select(timeout=wait):
             s, (kind, up) = key.fileobj, key.data
             if not up:
                 if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
@@ -80,11 +94,10 @@ def main():
                     open_one(kind)
                     continue
                 key.data[1] = True
-                if kind == "junk":
-                    try:
-                        s.send(os.urandom(256))
-                    except OSError:
-                        pass
+                if kind == "junk" and a.delay > 0:
+                    due.append([time.monotonic() + a.delay / 1000, s])
+                elif kind == "junk":
+                    write_junk(s)
                 sel.modify(s, selectors.EVENT_READ, key.data)
                 continue
             try:
