@@ -6,9 +6,11 @@ Keeps JUNK connections to a rail's port that write garbage and SILENT ones
 that connect and never say a word (handshakes left half done), for SECS
 seconds: whenever the module closes one, it is opened again at once.
 Prints what it opened and what the module closed.  A junk connection
-writes as soon as it is up, or DELAY ms later.
+writes as soon as it is up, or DELAY ms later; with --close, it is closed
+CLOSE ms after that (and opened again) if the module has not closed it.
 
-  junk_conns.py ADDR PORT --src SRC --junk N --silent N --secs S [--delay MS]
+  junk_conns.py ADDR PORT --src SRC --junk N --silent N --secs S
+                [--delay MS] [--close MS]
 """
 import argparse
 import errno
@@ -29,6 +31,7 @@ def main():
     ap.add_argument("--silent", type=int, default=1000)
     ap.add_argument("--secs", type=float, default=30)
     ap.add_argument("--delay", type=float, default=0)
+    ap.add_argument("--close", type=float, default=-1)
     a = ap.parse_args()
 
     want = a.junk + a.silent + 64
@@ -38,7 +41,9 @@ def main():
 
     sel = selectors.DefaultSelector()
     due = []                        # [time, socket]: junk still to write
-    stats = {"junk": [0, 0, 0], "silent": [0, 0, 0]}  # opened, closed, failed
+    ends = []                       # [time, socket]: junk we close
+    # opened, closed by the module, failed to connect, closed by us
+    stats = {"junk": [0, 0, 0, 0], "silent": [0, 0, 0, 0]}
     live = {"junk": 0, "silent": 0}
 
     def open_one(kind):
@@ -66,9 +71,12 @@ def main():
             s.send(os.urandom(256))
         except OSError:
             pass
+        if a.close >= 0:
+            ends.append([time.monotonic() + a.close / 1000, s])
 
     def drop(s, kind, what):
         due[:] = [d for d in due if d[1] is not s]
+        ends[:] = [d for d in ends if d[1] is not s]
         sel.unregister(s)
         s.close()
         stats[kind][what] += 1
@@ -85,7 +93,12 @@ def main():
         t = time.monotonic()
         while due and due[0][0] <= t:
             write_junk(due.pop(0)[1])
-        wait = 0.2 if not due else min(0.2, max(0.0, due[0][0] - t))
+        while ends and ends[0][0] <= t:
+            s = ends[0][1]
+            drop(s, "junk", 3)      # not the module's doing: reopen
+            open_one("junk")
+        nxt = [q[0][0] for q in (due, ends) if q]
+        wait = min([0.2] + [max(0.0, x - t) for x in nxt])
         for key, ev in sel.select(timeout=wait):
             s, (kind, up) = key.fileobj, key.data
             if not up:
@@ -113,9 +126,10 @@ def main():
                 if not open_one(kind):
                     break
     for kind in ("junk", "silent"):
-        o, c, f = stats[kind]
+        o, c, f, us = stats[kind]
         print(f"{kind}: {o} connections opened, {c} closed by the module, "
-              f"{f} failed to connect, {live[kind]} open at the end")
+              f"{us} closed by us, {f} failed to connect, "
+              f"{live[kind]} open at the end")
     return 0
 
 
