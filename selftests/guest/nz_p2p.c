@@ -721,8 +721,8 @@ static int leave(int rounds, size_t len)
  */
 #define UNACKED_MSGS 16
 
-/* nezhactl rail set RAIL STATE; 0 on success. */
-static int rail_set(const char *ctl, const char *rail, const char *state)
+/* Run nezhactl (ctl) with args (argv[0] included); 0 if it exited 0. */
+static int ctl_run(const char *ctl, char *const args[])
 {
 	int status;
 	pid_t pid;
@@ -730,12 +730,19 @@ static int rail_set(const char *ctl, const char *rail, const char *state)
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
-		execl(ctl, ctl, "rail", "set", rail, state, (char *)NULL);
+		execv(ctl, args);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) != pid)
 		return -1;
 	return WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : -1;
+}
+
+/* nezhactl rail set RAIL STATE; 0 on success. */
+static int rail_set(const char *ctl, const char *rail, const char *state)
+{
+	return ctl_run(ctl, (char *const[]){ (char *)ctl, "rail", "set",
+		       (char *)rail, (char *)state, NULL });
 }
 
 static int unacked(int rounds)
@@ -1142,23 +1149,13 @@ static int health_set(unsigned int ms, unsigned int misses)
 {
 	const char *ctl = getenv("NZCTL");
 	char a[16], b[16];
-	int status;
-	pid_t pid;
 
 	if (!ctl)
 		return -1;
 	snprintf(a, sizeof(a), "%u", ms);
 	snprintf(b, sizeof(b), "%u", misses);
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		execl(ctl, ctl, "health", "set", "interval", a, "misses", b,
-		      (char *)NULL);
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : -1;
+	return ctl_run(ctl, (char *const[]){ (char *)ctl, "health", "set",
+		       "interval", a, "misses", b, NULL });
 }
 
 /*
