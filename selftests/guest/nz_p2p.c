@@ -1174,10 +1174,11 @@ static int health_set(unsigned int ms, unsigned int misses)
  * the paths that carried them at the CQE.  With the default 16 ms the
  * paths were suspected and every chunk rerouted before the CQE, the
  * receiver's ACKs of the first copies freed the rest, and the old code
- * passed (2026-12-05).  With the paths left alone the old code crashed
- * the kernel ("list_add corruption": the pages it sent from were reused),
- * and in a run that also pulled a link after the CQE it sent 2.8 MB after
- * it (scripts/planted/failed-send-resent.patch).  The "# cut:" line says
+ * passed (2026-12-05).  With the paths left alone the old code sent
+ * 6.1 MB after the CQE or crashed the kernel ("list_add corruption", most
+ * likely from the reused pages it sent from), and in a run that also
+ * pulled a link after the CQE it sent 2.8 MB after it
+ * (scripts/planted/failed-send-resent.patch).  The "# cut:" line says
  * what the step moved.
  */
 static void cut_fixed(struct nz_comm *k, struct nz_comm *d, double ts)
