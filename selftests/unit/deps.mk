@@ -16,3 +16,6 @@ UNIT_DEPS_test_sim := tools/sim_net.c tools/sim_coll.c kmod/sched_est.c kmod/wir
 $(B)/unit/test_sim: tools/sim_net.c tools/sim_coll.c tools/sim.h
 UNIT_DEPS_test_sched_est := kmod/sched_est.c
 UNIT_DEPS_test_health_learn := kmod/health_learn.c
+# The collectives' tests: ranks as threads over an in-process transport.
+UNIT_DEPS_test_coll := selftests/unit/tw_xport.c -lpthread
+$(B)/unit/test_coll: selftests/unit/tw_xport.c selftests/unit/tw_xport.h
