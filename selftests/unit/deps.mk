@@ -9,8 +9,8 @@ UNIT_DEPS_test_nezhactl := tools/parse.c tools/json.c tools/stats.c
 # The aggregation node's core, driven without a socket, then on UDP.
 UNIT_DEPS_test_agg_node := tools/aggd_core.c tools/aggd_slot.c
 $(B)/unit/test_agg_node: tools/aggd_core.c tools/aggd_slot.c tools/aggd.h tools/aggd_int.h
-UNIT_DEPS_test_agg_loss := tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c -lpthread
-$(B)/unit/test_agg_loss: tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c tools/aggd.h tools/aggd_int.h
+UNIT_DEPS_test_agg_loss := selftests/unit/agg_node.c tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c -lpthread
+$(B)/unit/test_agg_loss: selftests/unit/agg_node.c selftests/unit/agg_node.h tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c tools/aggd.h tools/aggd_int.h
 # The cluster model, with the module's scheduler arithmetic (sched_est.c).
 UNIT_DEPS_test_sim := tools/sim_net.c tools/sim_coll.c kmod/sched_est.c kmod/wire.c
 $(B)/unit/test_sim: tools/sim_net.c tools/sim_coll.c tools/sim.h

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Host test of the aggregation rail end to end on 127.0.0.1: nezha-aggd's
- * core and UDP loop (tools/aggd_*.c) in a thread, ranks in threads using
+ * core and UDP loop (tools/aggd_*.c) in a thread (agg_node.c), ranks in threads using
  * libnezha's client (agg_client.c).  Packets are lost on purpose, by
  * deterministic hooks in the node (every Kth DATA in, every Kth RESULT
  * out) and in each rank (every Kth DATA out, every Kth RESULT in): the
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../tools/aggd.h"
+#include "agg_node.h"
 #include "agg_client.h"
 #include "reduce.h"
 #include "tap.h"
@@ -29,25 +29,8 @@
 
 static uint8_t key_a[NZA_KEY_LEN], key_b[NZA_KEY_LEN];
 static struct sockaddr_in node_addr;
-static atomic_int node_stop;
 
-struct node_thread {
-	struct aggd *n;
-	struct aggd_udp udp;
-	pthread_t tid;
-	int ret;
-};
-
-static void *node_main(void *arg)
-{
-	struct node_thread *t = arg;
-	struct aggd_run_opts o = { .stop = &node_stop, .out = stdout };
-
-	t->ret = aggd_run(t->n, &t->udp, &o);
-	return NULL;
-}
-
-static int node_start(struct node_thread *t, unsigned int drop_rx, unsigned int drop_tx)
+static int node_start(struct agg_node *t, unsigned int drop_rx, unsigned int drop_tx)
 {
 	struct aggd_cfg cfg = { .slots = 256, .max_jobs = 4, .job_slots = 64,
 				.idle_ns = 60ull * 1000000000ull, .nkeys = 2,
@@ -56,24 +39,9 @@ static int node_start(struct node_thread *t, unsigned int drop_rx, unsigned int 
 
 	memcpy(cfg.keys[0], key_a, NZA_KEY_LEN);
 	memcpy(cfg.keys[1], key_b, NZA_KEY_LEN);
-	ret = aggd_udp_open(&t->udp, "127.0.0.1", 0);
-	if (ret)
-		return ret;
-	ret = aggd_create(&cfg, aggd_udp_send, &t->udp, &t->n);
-	if (ret)
-		return ret;
-	node_addr = (struct sockaddr_in){ .sin_family = AF_INET,
-					  .sin_port = htons(aggd_udp_port(&t->udp)),
-					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	atomic_store(&node_stop, 0);
-	return pthread_create(&t->tid, NULL, node_main, t) ? -EAGAIN : 0;
-}
-
-static void node_stop_join(struct node_thread *t)
-{
-	atomic_store(&node_stop, 1);
-	pthread_join(t->tid, NULL);
-	close(t->udp.fd);
+	ret = agg_node_start(t, &cfg);
+	node_addr = t->addr;
+	return ret;
 }
 
 static struct nzi_agg_cfg rank_cfg(const uint8_t *key, uint64_t job, uint16_t rank,
@@ -195,7 +163,7 @@ static void *rank_main(void *arg)
 static void test_lossy(void)
 {
 	struct rank_thread r[NRANKS + 2];
-	struct node_thread node;
+	struct agg_node node;
 	const struct aggd_stats *st;
 	uint64_t retx = 0, lost = 0;
 	bool joined = true;
@@ -219,7 +187,7 @@ static void test_lossy(void)
 		retx += r[i].st.retransmits;
 		lost += r[i].st.drop_injected;
 	}
-	node_stop_join(&node);
+	agg_node_stop(&node);
 	st = aggd_stats(node.n);
 	tap_ok(joined, "4 ranks of one job and 2 of another (same job id, another key) join");
 	for (size_t c = 0; c < NCASES; c++) {
@@ -250,7 +218,7 @@ static void test_lossy(void)
 static void test_refusals(void)
 {
 	struct nzi_agg_cfg cfg;
-	struct node_thread node;
+	struct agg_node node;
 	struct nzi_agg *a = NULL, *more[4] = { NULL };
 	uint8_t nokey[NZA_KEY_LEN] = { 1 };
 	float x = 1;
@@ -279,7 +247,7 @@ static void test_refusals(void)
 	       "f64 and PROD are not for the node: -EOPNOTSUPP");
 	for (int i = 0; i < 4; i++)
 		nzi_agg_close(more[i]);
-	node_stop_join(&node);
+	agg_node_stop(&node);
 	aggd_destroy(node.n);
 	/* The node is gone: no progress, then no further use. */
 	if (a) {
@@ -321,7 +289,7 @@ static void bench(void)
 {
 	const char *mb = getenv("NZ_AGG_BENCH_MB");
 	struct bench_thread t[NRANKS];
-	struct node_thread node;
+	struct agg_node node;
 	struct timespec t0, t1;
 	uint64_t rx0;
 	double s;
@@ -343,7 +311,7 @@ static void bench(void)
 		ret = ret ? ret : t[i].ret;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	node_stop_join(&node);
+	agg_node_stop(&node);
 	s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
 	tap_ok(!ret, "4 ranks x 2 allreduces of %zu MiB f32, window 64", t[0].count >> 18);
 	tap_diag("node: %.0f packets/s in, %.1f MiB/s of contributions, %.2f s (2 cores shared by node and ranks)",
