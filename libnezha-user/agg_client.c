@@ -275,7 +275,9 @@ static void take_result(struct nzi_agg *a, struct agg_xfer *x, size_t len)
 		a->st.drop_mac++;
 		return;
 	}
-	if (a->cfg.drop_rx_every && ++a->rx_n % a->cfg.drop_rx_every == 0) {
+	++a->rx_n;
+	if ((a->cfg.drop_rx_every && a->rx_n % a->cfg.drop_rx_every == 0) ||
+	    (a->cfg.drop_rx_after && a->rx_n > a->cfg.drop_rx_after)) {
 		a->st.drop_injected++;
 		return;
 	}

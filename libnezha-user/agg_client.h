@@ -30,8 +30,9 @@ struct nzi_agg_cfg {
 	uint16_t window;		/* slots to ask for: blocks in flight */
 	unsigned int rto_ms;		/* a block's result this late: resend (0: 20) */
 	unsigned int timeout_ms;	/* no progress this long: -ETIMEDOUT (0: 10000) */
-	/* Tests only: lose every Nth DATA sent / RESULT received. */
-	unsigned int drop_tx_every, drop_rx_every;
+	/* Tests only: lose every Nth DATA sent / RESULT received, and every
+	 * RESULT after the first drop_rx_after (0: none). */
+	unsigned int drop_tx_every, drop_rx_every, drop_rx_after;
 };
 
 struct nzi_agg_stats {
