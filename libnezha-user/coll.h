@@ -313,6 +313,9 @@ static inline int nzi_pow2_floor(int n)
 
 /* ---- Per-communicator state (collective.c) ---- */
 
+struct nzi_coll_agg;
+struct nzi_agg_part;
+
 struct nzi_coll {
 	uint32_t seq;			/* of the next collective */
 	struct nz_coll_request *head, *tail;	/* started, not freed */
@@ -322,6 +325,7 @@ struct nzi_coll {
 	void *xctx;
 	struct nz_coll_tuning tune;
 	bool check;			/* agreement prologue (NEZHA_COLL_CHECK) */
+	struct nzi_coll_agg *agg;	/* the aggregation rail, NULL: none */
 };
 
 /*
@@ -341,7 +345,59 @@ struct nz_coll_request {
 	size_t wide_off, wide_count;
 	float wide_div;
 	bool wide_bf16;
+	struct nzi_agg_part *agg;	/* the share of the aggregation rail */
 	struct nzi_sched s;
 };
+
+/*
+ * $name as a size in min..max (K, M, G suffixes) into *out, left alone
+ * when unset: 0 or -EINVAL (nz_last_error() says why).
+ */
+int nzi_env_size(const char *name, size_t min, size_t max, size_t *out);
+/* The communicator's collective state, created on first use. */
+int nzi_coll_get(struct nz_comm *comm, struct nzi_coll **out);
+/*
+ * Start a schedule running a (algo chosen by total bytes) with sequence
+ * number seq in s.  0 or -errno (s then freed).
+ */
+int nzi_coll_launch(struct nz_comm *comm, struct nzi_sched *s, struct nzi_args *a,
+		    uint32_t seq, size_t total);
+
+/* ---- The aggregation rail's share of an allreduce (coll_agg.c) ---- */
+
+struct nzi_agg;
+
+struct nzi_coll_agg_stats {
+	uint64_t splits;		/* allreduces split */
+	uint64_t agg_bytes, ring_bytes;	/* of those, bytes each way went */
+	uint64_t redos;			/* shares redone on the ring */
+	bool off;			/* the node is no longer used */
+	double rate_agg, rate_ring;	/* agreed estimates, bytes per us */
+};
+
+/*
+ * Use the node joined as agg for comm's allreduces from now on, sending
+ * shares of those of at least min_bytes through it.  Every rank must
+ * attach before the same collective.  Takes agg (closed with the
+ * communicator).  0, -EINVAL, -EEXIST, -ENOMEM or -EAGAIN.
+ */
+int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_bytes);
+/* $NEZHA_AGG_NODE: join the node and attach it, if every rank could. */
+int nzi_coll_agg_env(struct nz_comm *comm, const uint8_t *key);
+void nzi_coll_agg_release(struct nzi_coll *c);
+int nzi_coll_agg_stats(struct nz_comm *comm, struct nzi_coll_agg_stats *out);
+
+/* Cut a's share (req->agg) off a; total becomes the rest's bytes. */
+int nzi_agg_split(struct nzi_coll *c, struct nz_comm *comm, struct nzi_args *a,
+		  struct nz_coll_request *req, size_t *total);
+void nzi_agg_start(struct nz_coll_request *req);
+bool nzi_agg_advance(struct nz_coll_request *req);
+int nzi_agg_result(const struct nz_coll_request *req);
+/* The share is still at the node (its worker). */
+bool nzi_agg_waiting(const struct nz_coll_request *req);
+void nzi_agg_wait(struct nz_coll_request *req, int timeout_ms);
+/* The schedule req runs now: the agreement or redo, else req->s. */
+struct nzi_sched *nzi_agg_sched(struct nz_coll_request *req);
+void nzi_agg_part_free(struct nzi_agg_part *p);
 
 #endif /* NEZHA_COLL_H */

@@ -14,7 +14,10 @@
  * result on.  A progress thread would have to share the communicator's
  * queue (a lock on every transfer) and compete with the trainer for cores;
  * the trainer knows better when it has a moment, and can dedicate a
- * thread to a communicator of its own if it wants one.
+ * thread to a communicator of its own if it wants one.  The one thread
+ * libnezha starts itself carries the aggregation node's share of a split
+ * allreduce (coll_agg.c): that share is a UDP exchange with timers, not
+ * transfers of the module.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -91,7 +94,7 @@ static bool nzi_algo_valid(enum nz_coll coll, enum nz_coll_algo algo)
 #define NZI_MAX_WINDOW		256
 #define NZI_MAX_DETACHED	64	/* finished, sends still unacknowledged */
 
-static int nzi_env_size(const char *name, size_t min, size_t max, size_t *out)
+int nzi_env_size(const char *name, size_t min, size_t max, size_t *out)
 {
 	const char *v = getenv(name);
 	char *end;
@@ -232,7 +235,7 @@ static bool nzi_pipelined(enum nz_coll_algo a)
 
 /* ---- Per-communicator state ---- */
 
-static int nzi_coll_state(struct nz_comm *comm, struct nzi_coll **out)
+int nzi_coll_get(struct nz_comm *comm, struct nzi_coll **out)
 {
 	struct nzi_coll *c = comm->coll;
 	int ret;
@@ -276,6 +279,7 @@ static void nzi_req_free(struct nz_coll_request *req)
 {
 	nzi_req_unlink(req->owner, req);
 	nzi_sched_free(&req->s);
+	nzi_agg_part_free(req->agg);
 	free(req->wide);
 	free(req);
 }
@@ -307,6 +311,7 @@ void nzi_coll_release(struct nz_comm *comm)
 
 	if (!c)
 		return;
+	nzi_coll_agg_release(c);	/* no share is at the node after this */
 	while (c->head) {
 		struct nz_coll_request *r = c->head;
 
@@ -332,7 +337,7 @@ int nzi_coll_comm_new(struct nz_comm **out, int rank, int size,
 		return -ENOMEM;
 	comm->rank = rank;
 	comm->size = size;
-	ret = nzi_coll_state(comm, &c);
+	ret = nzi_coll_get(comm, &c);
 	if (ret) {
 		free(comm);
 		return ret;
@@ -350,7 +355,7 @@ int nz_coll_get_tuning(struct nz_comm *comm, struct nz_coll_tuning *out)
 
 	if (!comm || !out)
 		return nzi_error(-EINVAL, "coll_get_tuning: NULL argument");
-	ret = nzi_coll_state(comm, &c);
+	ret = nzi_coll_get(comm, &c);
 	if (!ret)
 		*out = c->tune;
 	return ret;
@@ -373,7 +378,7 @@ int nz_coll_set_tuning(struct nz_comm *comm, const struct nz_coll_tuning *t)
 		return nzi_error(-EINVAL, "coll_set_tuning: segment %zu (%d..%u), window %u (1..%d) or check %d out of range",
 				 t->segment, NZI_MIN_SEGMENT, 1u << 30, t->window, NZI_MAX_WINDOW,
 				 t->check);
-	ret = nzi_coll_state(comm, &c);
+	ret = nzi_coll_get(comm, &c);
 	if (!ret)
 		c->tune = *t;
 	return ret;
@@ -384,7 +389,7 @@ enum nz_coll_algo nz_coll_select(struct nz_comm *comm, enum nz_coll coll,
 {
 	struct nzi_coll *c;
 
-	if (!comm || (unsigned int)coll >= NZ_COLL_COUNT || nzi_coll_state(comm, &c))
+	if (!comm || (unsigned int)coll >= NZ_COLL_COUNT || nzi_coll_get(comm, &c))
 		return NZ_ALGO_AUTO;
 	return nzi_select(&c->tune, comm->size, coll, bytes);
 }
@@ -506,6 +511,18 @@ static int nzi_finish(struct nz_coll_request *req)
 
 static void nzi_widen_finish(struct nz_coll_request *req);
 
+/* When req's schedules are over for the caller, record its outcome. */
+static void nzi_settle(struct nz_coll_request *req)
+{
+	if (req->finished || !nzi_sched_user_done(&req->s))
+		return;
+	if (req->agg && !nzi_agg_advance(req))
+		return;
+	req->finished = true;
+	req->result = req->agg ? nzi_agg_result(req) : req->s.err;
+	nzi_widen_finish(req);
+}
+
 static void nzi_progress_all(struct nzi_coll *c)
 {
 	struct nz_coll_request *r = c->head, *next;
@@ -518,11 +535,7 @@ static void nzi_progress_all(struct nzi_coll *c)
 			continue;
 		}
 		nzi_sched_progress(&r->s);
-		if (!r->finished && nzi_sched_user_done(&r->s)) {
-			r->finished = true;
-			r->result = r->s.err;
-			nzi_widen_finish(r);
-		}
+		nzi_settle(r);
 		if (r->detached && nzi_sched_done(&r->s))
 			nzi_req_free(r);
 	}
@@ -585,21 +598,53 @@ static void nzi_widen_finish(struct nz_coll_request *req)
 	req->wide_out = NULL;
 }
 
+int nzi_coll_launch(struct nz_comm *comm, struct nzi_sched *s, struct nzi_args *a,
+		    uint32_t seq, size_t total)
+{
+	struct nzi_coll *c = comm->coll;
+	struct nzi_hdr hdr = { .seq = seq };
+	int ret;
+
+	a->algo = nzi_select(&c->tune, comm->size, a->coll, total);
+	a->segment = c->tune.segment;
+	a->small_segment = c->tune.small_segment;
+	a->window = c->tune.window;
+	hdr.coll = (uint8_t)a->coll;
+	hdr.dtype = a->coll == NZ_COLL_BARRIER ? 0 : (uint8_t)a->dtype;
+	hdr.op = (a->coll == NZ_COLL_ALLREDUCE || a->coll == NZ_COLL_REDUCE ||
+		  a->coll == NZ_COLL_REDUCE_SCATTER) ? (uint8_t)a->op : 0;
+	hdr.algo = (uint8_t)a->algo;
+	hdr.root = (a->coll == NZ_COLL_BROADCAST || a->coll == NZ_COLL_REDUCE) ? a->root : 0;
+	hdr.count = a->count;
+	hdr.param = nzi_pipelined(a->algo) ? (uint32_t)a->segment :
+		    a->algo == NZ_ALGO_RD ? (uint32_t)a->small_segment : 0;
+
+	nzi_sched_init(s, comm, &hdr);
+	if (c->tune.check && comm->size > 1)
+		nzi_agree(s);
+	ret = nzi_build(s, a);
+	if (!ret)
+		ret = nzi_sched_start(s);
+	if (ret)
+		nzi_sched_free(s);
+	return ret;
+}
+
 static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 		     struct nz_coll_request **out)
 {
 
 	struct nz_coll_request *req;
-	struct nzi_hdr hdr = { 0 };
 	struct nzi_coll *c;
 	size_t total = 0;
+	uint32_t seq;
 	int ret;
 
 	if (out)
 		*out = NULL;
 	if (!comm)
 		return nzi_error(-EINVAL, "%s: NULL communicator", nzi_coll_names[a->coll]);
-	ret = nzi_coll_state(comm, &c);
+	ret = nzi_coll_get(comm, &c);
 	if (ret)
 		return ret;
 	if (c->nactive >= NZ_COLL_MAX_ACTIVE)	/* retry later: no number taken */
@@ -619,7 +664,7 @@ static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 	}
 	/* Every other call takes a sequence number, so that a call that fails
 	 * keeps this rank in step with the others for the next ones. */
-	hdr.seq = c->seq++;
+	seq = c->seq++;
 	ret = nzi_check(comm, a, &total);
 	if (ret)
 		return ret;
@@ -630,29 +675,13 @@ static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 	}
 	if (req->wide)
 		total *= 2;
-	a->algo = nzi_select(&c->tune, comm->size, a->coll, total);
-	a->segment = c->tune.segment;
-	a->small_segment = c->tune.small_segment;
-	a->window = c->tune.window;
-	hdr.coll = (uint8_t)a->coll;
-	hdr.dtype = a->coll == NZ_COLL_BARRIER ? 0 : (uint8_t)a->dtype;
-	hdr.op = (a->coll == NZ_COLL_ALLREDUCE || a->coll == NZ_COLL_REDUCE ||
-		  a->coll == NZ_COLL_REDUCE_SCATTER) ? (uint8_t)a->op : 0;
-	hdr.algo = (uint8_t)a->algo;
-	hdr.root = (a->coll == NZ_COLL_BROADCAST || a->coll == NZ_COLL_REDUCE) ? a->root : 0;
-	hdr.count = a->count;
-	hdr.param = nzi_pipelined(a->algo) ? (uint32_t)a->segment :
-		    a->algo == NZ_ALGO_RD ? (uint32_t)a->small_segment : 0;
-
 	req->owner = c;
-	nzi_sched_init(&req->s, comm, &hdr);
-	if (c->tune.check && comm->size > 1)
-		nzi_agree(&req->s);
-	ret = nzi_build(&req->s, a);
+	/* The aggregation rail's share, if any, leaves a (and total) the rest. */
+	ret = nzi_agg_split(c, comm, a, req, &total);
 	if (!ret)
-		ret = nzi_sched_start(&req->s);
+		ret = nzi_coll_launch(comm, &req->s, a, seq, total);
 	if (ret) {
-		nzi_sched_free(&req->s);
+		nzi_agg_part_free(req->agg);
 		free(req->wide);
 		free(req);
 		return nzi_error(ret, "%s: cannot set up the schedule: %s",
@@ -664,11 +693,9 @@ static int nzi_start(struct nz_comm *comm, struct nzi_args *a,
 		c->head = req;
 	c->tail = req;
 	c->nactive++;
-	if (nzi_sched_user_done(&req->s)) {
-		req->finished = true;
-		req->result = req->s.err;
-		nzi_widen_finish(req);
-	}
+	if (req->agg)
+		nzi_agg_start(req);
+	nzi_settle(req);
 	if (out) {
 		*out = req;
 		return 0;
@@ -720,8 +747,9 @@ int nz_coll_wait(struct nz_coll_request *req)
 	c = req->owner;
 	comm = req->s.comm;
 	for (;;) {
-		struct nzi_sched *w = &req->s, *fw = w->nflight ? w : NULL;
+		struct nzi_sched *w = nzi_agg_sched(req), *fw;
 		int tmo = -1, stall = comm->wait_timeout_ms, ret;
+		bool at_node = false;
 		int64_t now, res = 0;
 		uint32_t op;
 		void *h;
@@ -729,15 +757,23 @@ int nz_coll_wait(struct nz_coll_request *req)
 		nzi_progress_all(c);
 		if (req->finished)
 			return nzi_finish(req);
+		w = nzi_agg_sched(req);
+		fw = w->nflight ? w : NULL;
+		/* Only the aggregation share is left: its client has a timeout. */
+		at_node = nzi_agg_waiting(req) && nzi_sched_user_done(w);
 		now = nzi_now_ms();
-		if (stall > 0 && !w->aborting && now - w->last_progress >= stall) {
+		if (stall > 0 && !at_node && !w->aborting && now - w->last_progress >= stall) {
 			nzi_sched_fail(w, -ETIMEDOUT, "no progress for %d ms (the communicator's wait timeout): a rank is missing or slow",
 				       stall);
 			continue;
 		}
 		for (struct nz_coll_request *r = c->head; r && !fw; r = r->next)
-			if (!r->detached && r->s.nflight)
-				fw = &r->s;
+			if (!r->detached && nzi_agg_sched(r)->nflight)
+				fw = nzi_agg_sched(r);
+		if (!fw && at_node) {
+			nzi_agg_wait(req, 10);
+			continue;
+		}
 		if (!fw) {	/* only sends refused for lack of room */
 			if (w->aborting && now - w->last_progress > 1000)
 				nzi_sched_drop_unsent(w);
@@ -746,6 +782,8 @@ int nz_coll_wait(struct nz_coll_request *req)
 		}
 		if (stall > 0 && !w->aborting)
 			tmo = (int)(w->last_progress + stall - now);
+		if (at_node && (tmo < 0 || tmo > 10))
+			tmo = 10;	/* look at the share again soon */
 		ret = fw->xp->wait_any(fw->xctx, tmo);
 		if (!ret || ret == -ETIME || ret == -EINTR)
 			continue;

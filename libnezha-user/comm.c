@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include "coll.h"
 #include "internal.h"
 #include "sha256.h"
 
@@ -350,6 +351,11 @@ static int nzi_comm_init(struct nz_comm **out, const struct nz_comm_opts *o,
 		goto out_close;
 	nzi_log(c->verbose, c->rank, "communicator %u of job %016llx ready: %d ranks, %u rails",
 		c->comm_id, (unsigned long long)c->job_id, c->size, c->nrails);
+	/* The aggregation node holds the job key: one drawn at start it
+	 * cannot know. */
+	ret = nzi_coll_agg_env(c, key.mode == NZI_KEY_FROM_STORE ? NULL : key.key);
+	if (ret)
+		goto out_close;
 	nzi_wipe(&key, sizeof(key));
 	*out = c;
 	return 0;

@@ -1,0 +1,528 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * libnezha: an allreduce split between the aggregation rail and the
+ * point-to-point rails (Documentation/aggregation.rst, "The split").
+ *
+ * A split allreduce of count elements sends its first k elements (the
+ * *share*) through the aggregation node and runs the usual schedule over
+ * the rest on the point-to-point rails, both at once.  Then every rank
+ * takes part in an *agreement*: a small allreduce (MAX) on the
+ * point-to-point rails of three numbers -- whether its share failed, how
+ * long its share took, how long its part of the ring took.  If any rank's
+ * share failed (the node or its link died, the node refused), every rank
+ * puts the share's input back and reduces it on the point-to-point rails
+ * (the *redo*), and the communicator stops using the node.  So the
+ * allreduce completes with correct data whatever happens to the node, and
+ * every rank decides the same: the agreement is what a rank whose share
+ * finished cannot know alone (another rank's may not have).
+ *
+ * The split k is a function of the arguments and of state every rank
+ * holds alike -- the measured rates come from the agreements, which hand
+ * every rank the same maxima -- so every rank cuts the same k without a
+ * word exchanged.  Cold (fewer than NZI_AGG_WARM measured allreduces): half
+ * and half.  Hot: k in proportion to the two measured rates, kept within
+ * [5 %, 95 %] so that both paths stay measured.  An allreduce below
+ * min_bytes is not split: the agreement costs a small allreduce of its
+ * own, more than the node could save on a small one.
+ *
+ * The share runs in a thread of the communicator, which owns the node's
+ * socket (agg_client.c is a loop with its own retransmission timers); the
+ * collectives' engine only looks at whether it is done.  Sequence numbers:
+ * a split allreduce takes three (its schedule, the agreement, the redo),
+ * every rank alike.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "agg_client.h"
+#include "agg_wire.h"
+#include "coll.h"
+
+#define NZI_AGG_WARM		2	/* agreed samples before the rates count */
+#define NZI_AGG_SAMPLE_MIN	(64u << 10)	/* bytes: shorter parts measure latency */
+#define NZI_AGG_FMIN		0.05
+#define NZI_AGG_FMAX		0.95
+#define NZI_AGG_QUANTUM		1024	/* bytes: the node's payload per block */
+#define NZI_AGG_DEF_MIN		(1u << 20)
+
+enum { NZI_AP_RUN, NZI_AP_AGREE, NZI_AP_REDO, NZI_AP_END };
+enum { NZI_AV_FAIL, NZI_AV_T_AGG, NZI_AV_T_RING, NZI_AV_LEN };
+
+struct nzi_agg_part {
+	struct nzi_agg_part *next;	/* the worker's queue */
+	uint8_t *buf;			/* the share, at the start of recvbuf */
+	const void *input;		/* its input: sendbuf, or backup */
+	void *backup;			/* in place: a copy of the input */
+	size_t count, bytes, ring_bytes;
+	enum nz_dtype dtype;
+	enum nz_redop op;
+	bool done;			/* the worker's, under ca->mu */
+	int ret;
+	int64_t t_agg_us, t_start_us, t_ring_us;
+	int phase;
+	uint32_t seq_agree, seq_redo;
+	int64_t av_in[NZI_AV_LEN], av_out[NZI_AV_LEN];
+	struct nzi_sched s2;		/* the agreement, then the redo */
+	bool s2_live;
+	int result;
+};
+
+struct nzi_coll_agg {
+	struct nzi_agg *agg;
+	pthread_t tid;
+	pthread_mutex_t mu;
+	pthread_cond_t work, done;
+	struct nzi_agg_part *head, *tail;
+	bool stop;
+	/* Agreed state: the same on every rank. */
+	bool off;
+	double rate_agg, rate_ring;	/* bytes per microsecond */
+	unsigned int samples;
+	size_t min_bytes;
+	struct nzi_coll_agg_stats st;
+};
+
+static int64_t nzi_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void *nzi_agg_worker(void *arg)
+{
+	struct nzi_coll_agg *ca = arg;
+
+	pthread_mutex_lock(&ca->mu);
+	for (;;) {
+		struct nzi_agg_part *p;
+		int64_t t0;
+		bool stop;
+		int ret;
+
+		while (!ca->head && !ca->stop)
+			pthread_cond_wait(&ca->work, &ca->mu);
+		p = ca->head;
+		if (!p)
+			break;
+		ca->head = p->next;
+		if (!ca->head)
+			ca->tail = NULL;
+		stop = ca->stop;
+		pthread_mutex_unlock(&ca->mu);
+		t0 = nzi_now_us();
+		ret = stop ? -ECANCELED :
+		      nzi_agg_allreduce(ca->agg, p->buf, p->count, p->dtype, p->op);
+		pthread_mutex_lock(&ca->mu);
+		p->ret = ret;
+		p->t_agg_us = nzi_now_us() - t0 + 1;
+		p->done = true;
+		pthread_cond_broadcast(&ca->done);
+	}
+	pthread_mutex_unlock(&ca->mu);
+	return NULL;
+}
+
+int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_bytes)
+{
+	struct nzi_coll_agg *ca;
+	struct nzi_coll *c;
+	int ret;
+
+	if (!comm || !agg || comm->size < 2)
+		return -EINVAL;
+	ret = nzi_coll_get(comm, &c);
+	if (ret)
+		return ret;
+	if (c->agg)
+		return -EEXIST;
+	ca = calloc(1, sizeof(*ca));
+	if (!ca)
+		return -ENOMEM;
+	ca->agg = agg;
+	ca->min_bytes = min_bytes;
+	pthread_mutex_init(&ca->mu, NULL);
+	pthread_cond_init(&ca->work, NULL);
+	pthread_cond_init(&ca->done, NULL);
+	ret = -pthread_create(&ca->tid, NULL, nzi_agg_worker, ca);
+	if (ret) {
+		pthread_cond_destroy(&ca->done);
+		pthread_cond_destroy(&ca->work);
+		pthread_mutex_destroy(&ca->mu);
+		free(ca);
+		return ret;
+	}
+	c->agg = ca;
+	return 0;
+}
+
+/* Stop the worker (a share under way finishes or times out first) and
+ * close the node's client.  Shares still queued end with -ECANCELED. */
+void nzi_coll_agg_release(struct nzi_coll *c)
+{
+	struct nzi_coll_agg *ca = c->agg;
+
+	if (!ca)
+		return;
+	pthread_mutex_lock(&ca->mu);
+	ca->stop = true;
+	pthread_cond_broadcast(&ca->work);
+	pthread_mutex_unlock(&ca->mu);
+	pthread_join(ca->tid, NULL);
+	nzi_agg_close(ca->agg);
+	pthread_cond_destroy(&ca->done);
+	pthread_cond_destroy(&ca->work);
+	pthread_mutex_destroy(&ca->mu);
+	free(ca);
+	c->agg = NULL;
+}
+
+int nzi_coll_agg_stats(struct nz_comm *comm, struct nzi_coll_agg_stats *out)
+{
+	struct nzi_coll_agg *ca = comm && comm->coll ? comm->coll->agg : NULL;
+
+	if (!ca || !out)
+		return -ENOENT;
+	*out = ca->st;
+	out->off = ca->off;
+	out->rate_agg = ca->rate_agg;
+	out->rate_ring = ca->rate_ring;
+	return 0;
+}
+
+static bool nzi_agg_supported(enum nz_dtype dt, enum nz_redop op)
+{
+	return (dt == NZ_FLOAT32 || dt == NZ_FLOAT16 || dt == NZ_BFLOAT16 || dt == NZ_INT32) &&
+	       (op == NZ_SUM || op == NZ_AVG || op == NZ_MIN || op == NZ_MAX);
+}
+
+/* Elements of a for the node: 0 for none.  The same on every rank. */
+static size_t nzi_agg_share(const struct nzi_coll_agg *ca, const struct nzi_args *a)
+{
+	size_t es = nz_dtype_size(a->dtype), q = NZI_AGG_QUANTUM / es;
+	double f = 0.5;
+
+	if (ca->off || a->coll != NZ_COLL_ALLREDUCE || !nzi_agg_supported(a->dtype, a->op) ||
+	    a->count * es < ca->min_bytes || a->count < 2 * q)
+		return 0;
+	if (ca->samples >= NZI_AGG_WARM)
+		f = ca->rate_agg / (ca->rate_agg + ca->rate_ring);
+	if (f < NZI_AGG_FMIN)
+		f = NZI_AGG_FMIN;
+	if (f > NZI_AGG_FMAX)
+		f = NZI_AGG_FMAX;
+	return (size_t)(f * (double)a->count) / q * q;
+}
+
+int nzi_agg_split(struct nzi_coll *c, struct nz_comm *comm, struct nzi_args *a,
+		  struct nz_coll_request *req, size_t *total)
+{
+	struct nzi_coll_agg *ca = c->agg;
+	struct nzi_agg_part *p;
+	size_t k, es;
+
+	if (!ca || comm->size < 2)
+		return 0;
+	k = nzi_agg_share(ca, a);
+	if (!k)
+		return 0;
+	es = nz_dtype_size(a->dtype);
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->buf = a->recvbuf;
+	p->count = k;
+	p->bytes = k * es;
+	p->dtype = a->dtype;
+	p->op = a->op;
+	p->input = a->sendbuf;
+	if (a->sendbuf == a->recvbuf) {
+		p->backup = malloc(p->bytes);
+		if (!p->backup) {
+			free(p);
+			return -ENOMEM;
+		}
+		memcpy(p->backup, a->sendbuf, p->bytes);
+		p->input = p->backup;
+	} else {
+		memcpy(p->buf, a->sendbuf, p->bytes);
+	}
+	p->seq_agree = c->seq++;
+	p->seq_redo = c->seq++;
+	a->sendbuf = (const uint8_t *)a->sendbuf + p->bytes;
+	a->recvbuf = (uint8_t *)a->recvbuf + p->bytes;
+	a->count -= k;
+	p->ring_bytes = a->count * es;
+	*total = p->ring_bytes;
+	req->agg = p;
+	return 0;
+}
+
+void nzi_agg_start(struct nz_coll_request *req)
+{
+	struct nzi_coll_agg *ca = req->owner->agg;
+	struct nzi_agg_part *p = req->agg;
+
+	p->t_start_us = nzi_now_us();
+	ca->st.splits++;
+	ca->st.agg_bytes += p->bytes;
+	ca->st.ring_bytes += p->ring_bytes;
+	pthread_mutex_lock(&ca->mu);
+	if (ca->tail)
+		ca->tail->next = p;
+	else
+		ca->head = p;
+	ca->tail = p;
+	pthread_cond_signal(&ca->work);
+	pthread_mutex_unlock(&ca->mu);
+}
+
+void nzi_agg_part_free(struct nzi_agg_part *p)
+{
+	if (!p)
+		return;
+	if (p->s2_live)
+		nzi_sched_free(&p->s2);
+	free(p->backup);
+	free(p);
+}
+
+static bool nzi_agg_worker_done(struct nzi_coll_agg *ca, struct nzi_agg_part *p)
+{
+	bool done;
+
+	pthread_mutex_lock(&ca->mu);
+	done = p->done;
+	pthread_mutex_unlock(&ca->mu);
+	return done;
+}
+
+bool nzi_agg_waiting(const struct nz_coll_request *req)
+{
+	return req->agg && req->agg->phase == NZI_AP_RUN;
+}
+
+void nzi_agg_wait(struct nz_coll_request *req, int timeout_ms)
+{
+	struct nzi_coll_agg *ca = req->owner->agg;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)timeout_ms * 1000000;
+	ts.tv_sec += ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	pthread_mutex_lock(&ca->mu);
+	if (!req->agg->done)
+		pthread_cond_timedwait(&ca->done, &ca->mu, &ts);
+	pthread_mutex_unlock(&ca->mu);
+}
+
+struct nzi_sched *nzi_agg_sched(struct nz_coll_request *req)
+{
+	return req->agg && req->agg->s2_live ? &req->agg->s2 : &req->s;
+}
+
+/* Start the agreement or the redo in p->s2. */
+static int nzi_agg_launch(struct nz_coll_request *req, bool redo)
+{
+	struct nzi_agg_part *p = req->agg;
+	struct nzi_args a = { .coll = NZ_COLL_ALLREDUCE };
+	int ret;
+
+	if (redo) {
+		memcpy(p->buf, p->input, p->bytes);
+		a.sendbuf = a.recvbuf = p->buf;
+		a.count = p->count;
+		a.dtype = p->dtype;
+		a.op = p->op;
+	} else {
+		a.sendbuf = p->av_in;
+		a.recvbuf = p->av_out;
+		a.count = NZI_AV_LEN;
+		a.dtype = NZ_INT64;
+		a.op = NZ_MAX;
+	}
+	ret = nzi_coll_launch(req->s.comm, &p->s2, &a, redo ? p->seq_redo : p->seq_agree,
+			      a.count * nz_dtype_size(a.dtype));
+	p->s2_live = !ret;
+	return ret;
+}
+
+static void nzi_agg_rate(double *rate, int64_t bytes, int64_t us, bool first)
+{
+	double r;
+
+	if (bytes < NZI_AGG_SAMPLE_MIN || us <= 0)
+		return;
+	r = (double)bytes / (double)us;
+	*rate = first ? r : 0.75 * *rate + 0.25 * r;
+}
+
+/* The agreed maxima: the same on every rank, so is what they teach. */
+static void nzi_agg_learn(struct nzi_coll_agg *ca, const struct nzi_agg_part *p)
+{
+	bool first = !ca->samples;
+
+	if (p->av_out[NZI_AV_FAIL] || p->bytes < NZI_AGG_SAMPLE_MIN ||
+	    p->ring_bytes < NZI_AGG_SAMPLE_MIN)
+		return;
+	nzi_agg_rate(&ca->rate_agg, (int64_t)p->bytes, p->av_out[NZI_AV_T_AGG], first);
+	nzi_agg_rate(&ca->rate_ring, (int64_t)p->ring_bytes, p->av_out[NZI_AV_T_RING], first);
+	ca->samples++;
+}
+
+static bool nzi_agg_end(struct nz_coll_request *req, int err, const char *msg)
+{
+	struct nzi_agg_part *p = req->agg;
+
+	p->result = err;
+	p->phase = NZI_AP_END;
+	if (err && msg && msg != req->s.errmsg)
+		snprintf(req->s.errmsg, sizeof(req->s.errmsg), "%s", msg);
+	return true;
+}
+
+/*
+ * req's schedule is over for the caller: carry its share through the
+ * agreement (and a redo).  Returns true once req is finished, its outcome
+ * in nzi_agg_result().
+ */
+bool nzi_agg_advance(struct nz_coll_request *req)
+{
+	struct nzi_coll_agg *ca = req->owner->agg;
+	struct nzi_agg_part *p = req->agg;
+	int ret;
+
+	if (p->phase == NZI_AP_RUN) {
+		if (!p->t_ring_us)
+			p->t_ring_us = nzi_now_us() - p->t_start_us + 1;
+		if (!nzi_agg_worker_done(ca, p))
+			return false;
+		/* A failed schedule fails on every rank (its abort spreads):
+		 * there is nothing to agree on. */
+		if (req->s.err)
+			return nzi_agg_end(req, req->s.err, NULL);
+		p->av_in[NZI_AV_FAIL] = p->ret != 0;
+		p->av_in[NZI_AV_T_AGG] = p->t_agg_us;
+		p->av_in[NZI_AV_T_RING] = p->t_ring_us;
+		ret = nzi_agg_launch(req, false);
+		if (ret)
+			return nzi_agg_end(req, ret, "allreduce: cannot start the aggregation share's agreement");
+		p->phase = NZI_AP_AGREE;
+	}
+	if (p->phase == NZI_AP_AGREE) {
+		nzi_sched_progress(&p->s2);
+		if (!nzi_sched_done(&p->s2))
+			return false;
+		if (p->s2.err)
+			return nzi_agg_end(req, p->s2.err, p->s2.errmsg);
+		nzi_sched_free(&p->s2);
+		p->s2_live = false;
+		nzi_agg_learn(ca, p);
+		if (!p->av_out[NZI_AV_FAIL])
+			return nzi_agg_end(req, 0, NULL);
+		/* Some rank's share failed: every rank redoes it here. */
+		ca->off = true;
+		ca->st.redos++;
+		ret = nzi_agg_launch(req, true);
+		if (ret)
+			return nzi_agg_end(req, ret, "allreduce: cannot start the aggregation share's redo");
+		p->phase = NZI_AP_REDO;
+	}
+	if (p->phase == NZI_AP_REDO) {
+		nzi_sched_progress(&p->s2);
+		if (!nzi_sched_done(&p->s2))
+			return false;
+		return nzi_agg_end(req, p->s2.err, p->s2.errmsg);
+	}
+	return true;
+}
+
+int nzi_agg_result(const struct nz_coll_request *req)
+{
+	return req->agg->result;
+}
+
+/* ---- The node named by the environment ---- */
+
+/* "host:port" or "host" (the node's default port). */
+static int nzi_agg_resolve(const char *spec, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM };
+	struct addrinfo *res = NULL;
+	char host[256], port[16];
+	const char *colon = strrchr(spec, ':');
+	size_t hl = colon ? (size_t)(colon - spec) : strlen(spec);
+	int ret;
+
+	if (!hl || hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, spec, hl);
+	host[hl] = 0;
+	snprintf(port, sizeof(port), "%s", colon ? colon + 1 : "");
+	if (!*port)
+		snprintf(port, sizeof(port), "%d", NZA_PORT);
+	ret = getaddrinfo(host, port, &hints, &res);
+	if (ret || !res)
+		return -EHOSTUNREACH;
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+int nzi_coll_agg_env(struct nz_comm *comm, const uint8_t *key)
+{
+	const char *spec = getenv("NEZHA_AGG_NODE");
+	struct nzi_agg_cfg cfg = { 0 };
+	struct sockaddr_storage ss;
+	size_t win = 32, tmo = 5000, min = NZI_AGG_DEF_MIN;
+	struct nzi_agg *agg = NULL;
+	int32_t ok = 0;
+	int ret;
+
+	if (!spec || !*spec || comm->size < 2)
+		return 0;
+	ret = nzi_env_size("NEZHA_AGG_WINDOW", 1, NZA_MAX_WINDOW, &win);
+	if (!ret)
+		ret = nzi_env_size("NEZHA_AGG_TIMEOUT_MS", 1, 600000, &tmo);
+	if (!ret)
+		ret = nzi_env_size("NEZHA_AGG_MIN", 0, SIZE_MAX >> 1, &min);
+	if (ret)
+		return ret;
+	if (!key) {
+		nzi_log(true, comm->rank, "NEZHA_AGG_NODE: the node needs the job key given (NEZHA_JOB_KEY_FILE or NEZHA_JOB_KEY), not drawn at start: not using it");
+	} else if (comm->size > NZA_MAX_RANKS) {
+		nzi_log(true, comm->rank, "NEZHA_AGG_NODE: %d ranks, more than the node takes (%d): not using it",
+			comm->size, NZA_MAX_RANKS);
+	} else if ((ret = nzi_agg_resolve(spec, &ss, &cfg.node_len))) {
+		nzi_log(true, comm->rank, "NEZHA_AGG_NODE=%s: cannot resolve it: not using it", spec);
+	} else {
+		cfg.node = (const struct sockaddr *)&ss;
+		cfg.key = key;
+		cfg.job_id = comm->job_id;
+		cfg.rank = (uint16_t)comm->rank;
+		cfg.nranks = (uint16_t)comm->size;
+		cfg.window = (uint16_t)win;
+		cfg.timeout_ms = (unsigned int)tmo;
+		ret = nzi_agg_join(&cfg, &agg);
+		if (ret)
+			nzi_log(true, comm->rank, "NEZHA_AGG_NODE=%s: join failed: %s: not using it",
+				spec, strerror(-ret));
+		ok = !ret;
+	}
+	/* Every rank uses the node, or none does. */
+	ret = nz_allreduce(comm, &ok, &ok, 1, NZ_INT32, NZ_MIN);
+	if (!ret && ok)
+		ret = nzi_coll_agg_attach(comm, agg, min);
+	else if (!ret)
+		nzi_log(comm->verbose, comm->rank, "NEZHA_AGG_NODE: a rank could not join: the aggregation rail is off");
+	if (ret || !ok)
+		nzi_agg_close(agg);
+	return ret;
+}

@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Host test of an allreduce split between the aggregation rail and the
+ * point-to-point rails (libnezha-user/coll_agg.c): 4 ranks as threads,
+ * their collectives over the in-process transport (tw_xport.c), their
+ * shares through nezha-aggd's core serving 127.0.0.1 (agg_node.c).
+ *
+ * - every dtype and operator the node reduces, in place and not: exact
+ *   results (the inputs are chosen so that every sum is exact in any
+ *   order), and both paths carried part of each;
+ * - the cut: half and half while cold, then in proportion to the agreed
+ *   rates: a node limited to a trickle ends with the minimum share;
+ * - what is not split: a small allreduce, a dtype the node lacks;
+ * - loss on the way to and from the node: still exact;
+ * - the node stopped in the middle of a share (part of it reduced in
+ *   place already): every allreduce exact, the failed share redone on the
+ *   ring on every rank, the node no longer used;
+ * - one rank's share fails while the others' succeed: all redo it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agg_client.h"
+#include "agg_node.h"
+#include "reduce.h"
+#include "tap.h"
+#include "tw_xport.h"
+
+#define NR	4
+
+static uint8_t key[NZA_KEY_LEN];
+static uint64_t next_job = 100;
+
+/* Rank r's element i: half integers in [-100, 100] (0 often): every sum
+ * of 4 of them is exact in f32, f16 and (integers only) bf16. */
+static float input_f(int r, size_t i, enum nz_dtype dt)
+{
+	int v = (int)((i * 2654435761u + (unsigned int)r * 40503u) % 401) - 200;
+
+	if (i % 29 == 0)
+		v = 0;
+	return dt == NZ_BFLOAT16 ? (float)(v / 2) : (float)v / 2;
+}
+
+static int32_t input_i(int r, size_t i)
+{
+	return (int32_t)((i * 2654435761u ^ (unsigned int)(r + 1) * 0x9e3779b9u) >> 4);
+}
+
+static void fill(int r, void *buf, size_t count, enum nz_dtype dt)
+{
+	for (size_t i = 0; i < count; i++) {
+		float f = input_f(r, i, dt);
+
+		switch (dt) {
+		case NZ_FLOAT32: ((float *)buf)[i] = f; break;
+		case NZ_FLOAT64: ((double *)buf)[i] = f; break;
+		case NZ_FLOAT16: ((uint16_t *)buf)[i] = nz_f32_to_f16(f); break;
+		case NZ_BFLOAT16: ((uint16_t *)buf)[i] = nz_f32_to_bf16(f); break;
+		default: ((int32_t *)buf)[i] = input_i(r, i); break;
+		}
+	}
+}
+
+static double get(const void *buf, size_t i, enum nz_dtype dt)
+{
+	switch (dt) {
+	case NZ_FLOAT32: return ((const float *)buf)[i];
+	case NZ_FLOAT64: return ((const double *)buf)[i];
+	case NZ_FLOAT16: return nz_f16_to_f32(((const uint16_t *)buf)[i]);
+	case NZ_BFLOAT16: return nz_bf16_to_f32(((const uint16_t *)buf)[i]);
+	default: return ((const int32_t *)buf)[i];
+	}
+}
+
+/* Elements of buf that differ from the reduction of every rank's input. */
+static size_t wrong(const void *buf, size_t count, enum nz_dtype dt, enum nz_redop op)
+{
+	size_t bad = 0;
+
+	for (size_t i = 0; i < count; i++) {
+		double want = 0, x;
+
+		for (int r = 0; r < NR; r++) {
+			x = dt == NZ_INT32 ? (double)input_i(r, i) : (double)input_f(r, i, dt);
+			if (!r || op == NZ_SUM || op == NZ_AVG)
+				want = r && (op == NZ_SUM || op == NZ_AVG) ? want + x : x;
+			else if (op == NZ_MIN)
+				want = x < want ? x : want;
+			else
+				want = x > want ? x : want;
+		}
+		if (op == NZ_AVG) {
+			if (dt == NZ_INT32) {
+				int32_t s = 0;
+
+				for (int r = 0; r < NR; r++)
+					s += input_i(r, i);
+				want = s / NR;
+			} else {
+				want /= NR;
+				if (dt == NZ_FLOAT16)
+					want = nz_f16_to_f32(nz_f32_to_f16((float)want));
+				else if (dt == NZ_BFLOAT16)
+					want = nz_bf16_to_f32(nz_f32_to_bf16((float)want));
+			}
+		} else if (dt == NZ_INT32 && op == NZ_SUM) {
+			int32_t s = 0;
+
+			for (int r = 0; r < NR; r++)
+				s = (int32_t)((uint32_t)s + (uint32_t)input_i(r, i));
+			want = s;
+		}
+		bad += get(buf, i, dt) != want;
+	}
+	return bad;
+}
+
+struct job {
+	struct tw_world w;
+	struct agg_node *node;
+	uint64_t job_id;
+	size_t min_bytes;
+	unsigned int timeout_ms, drop;	/* the clients' */
+	int deaf;			/* this rank loses results (0: none) */
+	unsigned int deaf_after;	/* every one after the first deaf_after */
+	/* the allreduces each rank runs */
+	size_t count;
+	enum nz_dtype dtype;
+	enum nz_redop op;
+	int iters;
+	bool in_place;
+	/* results, by rank */
+	int ret[NR];
+	size_t bad[NR];
+	int failed_iter[NR];
+	struct nzi_coll_agg_stats st[NR];
+	uint64_t first_agg[NR], first_ring[NR];	/* the first split's cut */
+	uint64_t last_agg[NR], last_ring[NR];	/* the last one's */
+	uint64_t retransmits[NR];
+	bool attached[NR];
+};
+
+struct rank_arg {
+	struct job *j;
+	int rank;
+	struct tw_ctx ctx;
+	pthread_t tid;
+};
+
+static struct nzi_agg *join(struct job *j, int rank)
+{
+	struct nzi_agg_cfg cfg = {
+		.node = (const struct sockaddr *)&j->node->addr, .node_len = sizeof(j->node->addr),
+		.key = key, .job_id = j->job_id, .rank = (uint16_t)rank, .nranks = NR,
+		.window = 16, .rto_ms = 10, .timeout_ms = j->timeout_ms,
+		.drop_tx_every = j->drop, .drop_rx_every = j->drop ? j->drop + 2 : 0,
+	};
+
+	if (j->deaf && rank == j->deaf)
+		cfg.drop_rx_after = j->deaf_after;
+	struct nzi_agg *a = NULL;
+
+	return nzi_agg_join(&cfg, &a) ? NULL : a;
+}
+
+static void *rank_main(void *arg)
+{
+	struct rank_arg *ra = arg;
+	struct job *j = ra->j;
+	int r = ra->rank;
+	size_t es = nz_dtype_size(j->dtype), len = j->count * es;
+	struct nzi_coll_agg_stats prev = { 0 }, now;
+	struct nz_comm *c = NULL;
+	struct nzi_agg *a;
+	uint8_t *in = malloc(len ? len : 1), *out = malloc(len ? len : 1);
+
+	j->failed_iter[r] = -1;
+	if (!in || !out || nzi_coll_comm_new(&c, r, NR, &tw_xport, &ra->ctx)) {
+		j->ret[r] = -ENOMEM;
+		goto out;
+	}
+	a = join(j, r);
+	if (!a || nzi_coll_agg_attach(c, a, j->min_bytes)) {
+		nzi_agg_close(a);
+		j->ret[r] = -ENOTCONN;
+		goto out;
+	}
+	j->attached[r] = true;
+	for (int it = 0; it < j->iters && !j->ret[r]; it++) {
+		fill(r, in, j->count, j->dtype);
+		if (j->in_place)
+			memcpy(out, in, len);
+		else
+			memset(out, 0xa5, len);
+		j->ret[r] = nz_allreduce(c, j->in_place ? out : in, out, j->count, j->dtype, j->op);
+		j->bad[r] += wrong(out, j->count, j->dtype, j->op);
+		if (!j->in_place) {	/* the send buffer is left as it was */
+			uint8_t *again = malloc(len ? len : 1);
+
+			if (again) {
+				fill(r, again, j->count, j->dtype);
+				j->bad[r] += memcmp(again, in, len) != 0;
+				free(again);
+			}
+		}
+		nzi_coll_agg_stats(c, &now);
+		if (now.splits > prev.splits) {
+			if (!prev.splits) {
+				j->first_agg[r] = now.agg_bytes;
+				j->first_ring[r] = now.ring_bytes;
+			}
+			j->last_agg[r] = now.agg_bytes - prev.agg_bytes;
+			j->last_ring[r] = now.ring_bytes - prev.ring_bytes;
+		}
+		if (now.redos > prev.redos && j->failed_iter[r] < 0)
+			j->failed_iter[r] = it;
+		prev = now;
+	}
+	nzi_coll_agg_stats(c, &j->st[r]);
+	j->retransmits[r] = nzi_agg_stats(a)->retransmits;
+out:
+	if (c)
+		nz_comm_destroy(c);
+	free(in);
+	free(out);
+	return NULL;
+}
+
+static void run(struct job *j)
+{
+	struct rank_arg ra[NR];
+
+	j->job_id = next_job++;
+	tw_init(&j->w, NR, 20000);
+	for (int r = 0; r < NR; r++) {
+		ra[r] = (struct rank_arg){ .j = j, .rank = r, .ctx = { .w = &j->w, .rank = r } };
+		pthread_create(&ra[r].tid, NULL, rank_main, &ra[r]);
+	}
+	for (int r = 0; r < NR; r++)
+		pthread_join(ra[r].tid, NULL);
+	tw_destroy(&j->w);
+}
+
+static bool all(const struct job *j, int what)
+{
+	for (int r = 0; r < NR; r++) {
+		switch (what) {
+		case 0: if (j->ret[r] || j->bad[r]) return false; break;
+		case 1: if (j->st[r].splits != (uint64_t)j->iters) return false; break;
+		case 2: if (j->st[r].splits) return false; break;
+		}
+	}
+	return true;
+}
+
+static const char *dt_name(enum nz_dtype dt)
+{
+	return dt == NZ_FLOAT32 ? "f32" : dt == NZ_FLOAT16 ? "f16" : dt == NZ_BFLOAT16 ? "bf16" :
+	       dt == NZ_INT32 ? "i32" : "f64";
+}
+
+static const char *op_name(enum nz_redop op)
+{
+	return op == NZ_SUM ? "sum" : op == NZ_AVG ? "avg" : op == NZ_MIN ? "min" : "max";
+}
+
+static struct aggd_cfg node_cfg(uint32_t rate)
+{
+	struct aggd_cfg cfg = { .slots = 256, .max_jobs = 8, .job_slots = 64,
+				.idle_ns = 60ull * 1000000000ull, .nkeys = 1, .rate = rate };
+
+	memcpy(cfg.keys[0], key, NZA_KEY_LEN);
+	return cfg;
+}
+
+static void test_types(struct agg_node *node)
+{
+	static const struct { enum nz_dtype dt; enum nz_redop op; bool in_place; } cases[] = {
+		{ NZ_FLOAT32, NZ_SUM, false }, { NZ_FLOAT32, NZ_AVG, true },
+		{ NZ_FLOAT16, NZ_SUM, true }, { NZ_FLOAT16, NZ_AVG, false },
+		{ NZ_BFLOAT16, NZ_MAX, false }, { NZ_BFLOAT16, NZ_AVG, true },
+		{ NZ_INT32, NZ_MIN, true }, { NZ_INT32, NZ_SUM, false },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct job j = { .node = node, .min_bytes = 64 << 10, .timeout_ms = 5000,
+				 .count = 300001, .dtype = cases[i].dt, .op = cases[i].op,
+				 .iters = 3, .in_place = cases[i].in_place };
+		bool both = true;
+
+		run(&j);
+		for (int r = 0; r < NR; r++)
+			both &= j.last_agg[r] > 0 && j.last_ring[r] > 0;
+		tap_ok(all(&j, 0) && all(&j, 1) && both,
+		       "%s %s, %s, 4 ranks: exact, split every time, both paths used (rank 0: %d, %zu wrong, %llu splits, last cut %llu/%llu bytes)",
+		       dt_name(cases[i].dt), op_name(cases[i].op),
+		       cases[i].in_place ? "in place" : "out of place", j.ret[0], j.bad[0],
+		       (unsigned long long)j.st[0].splits, (unsigned long long)j.last_agg[0],
+		       (unsigned long long)j.last_ring[0]);
+	}
+}
+
+static void test_not_split(struct agg_node *node)
+{
+	struct job small = { .node = node, .min_bytes = 64 << 10, .timeout_ms = 5000,
+			     .count = 1000, .dtype = NZ_FLOAT32, .op = NZ_SUM, .iters = 4 };
+	struct job f64 = { .node = node, .min_bytes = 64 << 10, .timeout_ms = 5000,
+			   .count = 100000, .dtype = NZ_FLOAT64, .op = NZ_SUM, .iters = 2 };
+
+	run(&small);
+	tap_ok(all(&small, 0) && all(&small, 2),
+	       "4 KB allreduces (below min_bytes) are not split, and exact (%llu splits)",
+	       (unsigned long long)small.st[0].splits);
+	run(&f64);
+	tap_ok(all(&f64, 0) && all(&f64, 2),
+	       "f64 (the node has no f64) is not split, and exact (%llu splits)",
+	       (unsigned long long)f64.st[0].splits);
+}
+
+static void test_cut(void)
+{
+	struct aggd_cfg cfg = node_cfg(3000);	/* packets/s from 127.0.0.1 */
+	struct agg_node slow = { 0 };
+	struct job j = { .node = &slow, .min_bytes = 64 << 10, .timeout_ms = 20000,
+			 .count = 1 << 18, .dtype = NZ_FLOAT32, .op = NZ_SUM, .iters = 6 };
+	double first, last;
+	bool same = true;
+
+	if (agg_node_start(&slow, &cfg)) {
+		tap_ok(0, "a rate-limited node starts");
+		return;
+	}
+	run(&j);
+	agg_node_stop(&slow);
+	aggd_destroy(slow.n);
+	first = (double)j.first_agg[0] / (double)(j.first_agg[0] + j.first_ring[0]);
+	last = (double)j.last_agg[0] / (double)(j.last_agg[0] + j.last_ring[0]);
+	for (int r = 1; r < NR; r++)
+		same &= j.last_agg[r] == j.last_agg[0];
+	tap_ok(all(&j, 0) && all(&j, 1), "a node limited to 3000 packets/s: every allreduce exact and split (%zu wrong)",
+	       j.bad[0]);
+	tap_ok(first > 0.49 && first < 0.51, "cold: the first cut is half and half (%.3f to the node)",
+	       first);
+	tap_ok(last < 0.15 && same,
+	       "hot: the node's share fell near the minimum (5 %%), the same cut on every rank (%.3f; rates %.1f vs %.1f bytes/us)",
+	       last, j.st[0].rate_agg, j.st[0].rate_ring);
+}
+
+static void test_loss(struct agg_node *node)
+{
+	struct job j = { .node = node, .min_bytes = 64 << 10, .timeout_ms = 5000, .drop = 9,
+			 .count = 200000, .dtype = NZ_FLOAT32, .op = NZ_SUM, .iters = 3 };
+
+	run(&j);
+	tap_ok(all(&j, 0) && all(&j, 1) && j.retransmits[0] > 0 && !j.st[0].redos,
+	       "every 9th packet to the node and 11th back lost: exact, no redo (%llu retransmits)",
+	       (unsigned long long)j.retransmits[0]);
+}
+
+struct killer {
+	struct agg_node *node;
+	uint64_t after_rx;	/* stop the node once it received this many */
+};
+
+static void *kill_main(void *arg)
+{
+	struct killer *k = arg;
+
+	/* The counter is the node thread's: a racy read is enough here. */
+	while (__atomic_load_n(&aggd_stats(k->node->n)->rx, __ATOMIC_RELAXED) < k->after_rx)
+		usleep(1000);
+	agg_node_stop(k->node);
+	return NULL;
+}
+
+static void test_node_dies(void)
+{
+	struct aggd_cfg cfg = node_cfg(0);
+	struct agg_node node = { 0 };
+	struct job j = { .node = &node, .min_bytes = 64 << 10, .timeout_ms = 300,
+			 .count = 1 << 20, .dtype = NZ_FLOAT32, .op = NZ_SUM, .iters = 6 };
+	/* The first two allreduces are cold, half and half: 2048 packets per
+	 * rank each; stop in the middle of the second one's share. */
+	struct killer k = { .node = &node, .after_rx = 4 * 2048 + 2 * 2048 };
+	bool redone = true, off = true, stopped = true;
+	pthread_t tid;
+
+	if (agg_node_start(&node, &cfg)) {
+		tap_ok(0, "a node starts");
+		return;
+	}
+	pthread_create(&tid, NULL, kill_main, &k);
+	run(&j);
+	pthread_join(tid, NULL);
+	aggd_destroy(node.n);
+	for (int r = 0; r < NR; r++) {
+		redone &= j.st[r].redos == 1 && j.failed_iter[r] == j.failed_iter[0];
+		off &= j.st[r].off;
+		stopped &= j.st[r].splits == (uint64_t)j.failed_iter[0] + 1;
+	}
+	tap_ok(all(&j, 0), "the node stopped in the middle of an allreduce's share: every allreduce exact on every rank (%d, %zu wrong)",
+	       j.ret[0], j.bad[0]);
+	tap_ok(redone && j.failed_iter[0] == 1,
+	       "the share that failed was redone on the ring, on every rank alike (allreduce #%d)",
+	       j.failed_iter[0]);
+	tap_ok(off && stopped, "after that no allreduce is split (%llu splits of %d)",
+	       (unsigned long long)j.st[0].splits, j.iters);
+}
+
+static void test_one_rank_fails(struct agg_node *node)
+{
+	/* The first allreduce's share: 1/2 of 2^18 f32, 512 blocks.  Rank 3
+	 * loses the results of its last 12 (its window is 16, so it sent
+	 * them all): the node completed every block and the others have
+	 * every result; rank 3's share times out. */
+	struct job j = { .node = node, .min_bytes = 64 << 10, .timeout_ms = 300, .deaf = 3,
+			 .deaf_after = 500, .count = 1 << 18, .dtype = NZ_FLOAT32, .op = NZ_SUM,
+			 .iters = 3 };
+	bool redone = true;
+
+	run(&j);
+	for (int r = 0; r < NR; r++)
+		redone &= j.st[r].redos == 1 && j.failed_iter[r] == 0 && j.st[r].splits == 1;
+	tap_ok(all(&j, 0) && redone,
+	       "rank 3 misses the last results, the others have them all: every rank redoes the share, all exact (%d %d %d %d, redos %llu %llu)",
+	       j.ret[0], j.ret[1], j.ret[2], j.ret[3], (unsigned long long)j.st[0].redos,
+	       (unsigned long long)j.st[3].redos);
+}
+
+int main(void)
+{
+	struct aggd_cfg cfg;
+	struct agg_node node = { 0 };
+
+	tap_plan(18);
+	for (size_t i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)(i * 7 + 3);
+	cfg = node_cfg(0);
+	if (agg_node_start(&node, &cfg)) {
+		tap_ok(0, "an aggregation node starts on 127.0.0.1");
+		return tap_exit();
+	}
+	test_types(&node);
+	test_not_split(&node);
+	test_loss(&node);
+	test_one_rank_fails(&node);
+	agg_node_stop(&node);
+	aggd_destroy(node.n);
+	test_cut();
+	test_node_dies();
+	return tap_exit();
+}
