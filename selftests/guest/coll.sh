@@ -5,7 +5,8 @@
 # /dev/nezha communicator.  Every collective, counts 0, 1, odd and prime,
 # in place and out of place, checked element by element; allreduce of
 # 64 MiB; two non-blocking allreduces at once; arguments that differ
-# between ranks; a rank that leaves.
+# between ranks; a rank that leaves; allreduces split with an aggregation
+# node, and the node stopped under them.
 #
 #   guest 0: ranks 0, 2 == rail0 bridge == guest 1: ranks 1, 3
 #                       == rail1 bridge ==
@@ -34,6 +35,31 @@ coll_job coll2 29600 2 suite "$BIG"
 coll_job coll3 29601 3 suite "$BIG"
 coll_job coll4 29602 4 suite "$BIG"
 coll_job leave3 29603 3 exit
+
+# The aggregation node (Documentation/aggregation.rst, "The split"):
+# nezha-aggd on guest 1's rail1 address, holding the run's job key; two
+# ranks (one per guest) split allreduces of 4 MiB between it and the
+# rails, each checked; then the node is stopped 3 s into a loop (on
+# guest 1): every allreduce still correct, the share that failed redone
+# on the rails on both ranks, none split after.  The client's timeout
+# scales with a slow kernel's, lest a busy guest look like a dead node.
+AGG=10.77.1.2:29700
+aggd=
+if [ "$NZ_NODE" = 1 ]; then
+	"$NZ_BIN/tools/nezha-aggd" --key-file "$NEZHA_JOB_KEY_FILE" --bind 10.77.1.2 \
+		--port 29700 >"$NZ_OUT/aggd.log" 2>&1 &
+	aggd=$!
+fi
+NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((5000 * TS)) \
+	NZ_AGG_EXPECT=split coll_job agg2 29604 2 agg 4 $((4 << 20))
+NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((1000 * TS)) \
+	NZ_AGG_EXPECT=redo coll_job aggstop2 29605 2 agg 8 $((4 << 20)) \
+	'3:[ "$NZ_NODE" != 1 ] || pkill -x nezha-aggd'
+if [ -n "$aggd" ]; then
+	check "nezha-aggd was stopped by the test, not before" sh -c "! kill -0 $aggd 2>/dev/null"
+	wait "$aggd" 2>/dev/null
+	sed 's/^/# aggd: /' "$NZ_OUT/aggd.log" | tail -n 3
+fi
 
 check "no transfer left in flight" \
 	sh -c 'for i in $(seq 50); do [ "$(cat /sys/class/nezha/nezha/inflight)" = 0 ] && exit 0; sleep 0.2; done; exit 1'

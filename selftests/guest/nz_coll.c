@@ -26,6 +26,13 @@
  *                         allreduces of BYTES back to back for S seconds,
  *                         each checked, every iteration timed; a fault
  *                         made by CMD shows in the times (loop())
+ *   nz_coll agg S BYTES [T:CMD]...
+ *                         the loop on a communicator given an aggregation
+ *                         node ($NEZHA_AGG_NODE, Documentation/
+ *                         aggregation.rst), then what the split did:
+ *                         $NZ_AGG_EXPECT=split (allreduces split, none
+ *                         redone) or redo (one share redone on the ring
+ *                         after CMD stopped the node, none split after)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -35,6 +42,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include "coll.h"
 #include "nezha.h"
 #include "tap.h"
 #include "unit/test_coll_ref.h"
@@ -615,6 +623,32 @@ out:
 	free(du);
 }
 
+/* After loop(): did the node take its share, or was it redone? */
+static void agg_check(struct nz_comm *c)
+{
+	const char *expect = getenv("NZ_AGG_EXPECT");
+	bool redo = expect && !strcmp(expect, "redo");
+	struct nzi_coll_agg_stats st;
+
+	if (nzi_coll_agg_stats(c, &st)) {
+		tap_ok(0, "agg: the communicator uses the aggregation node ($NEZHA_AGG_NODE=%s)",
+		       getenv("NEZHA_AGG_NODE") ?: "");
+		return;
+	}
+	tap_diag("agg: %llu allreduces split, %llu bytes through the node, %llu on the rails, %llu redone; rates %.1f (node) and %.1f (rails) bytes/us",
+		 (unsigned long long)st.splits, (unsigned long long)st.agg_bytes,
+		 (unsigned long long)st.ring_bytes, (unsigned long long)st.redos, st.rate_agg,
+		 st.rate_ring);
+	if (redo)
+		tap_ok(st.splits > 0 && st.redos == 1 && st.off,
+		       "agg: the node stopped: one share redone on the rails, the node no longer used (%llu split, %llu redone)",
+		       (unsigned long long)st.splits, (unsigned long long)st.redos);
+	else
+		tap_ok(st.splits > 0 && st.agg_bytes > 0 && st.ring_bytes > 0 && !st.redos && !st.off,
+		       "agg: allreduces split between the node and the rails, none redone (%llu split)",
+		       (unsigned long long)st.splits);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "suite";
@@ -637,6 +671,10 @@ int main(int argc, char **argv)
 		probes(c, argc > 2 ? atof(argv[2]) : 3);
 	else if (!strcmp(mode, "loop") && argc > 3)
 		loop(c, atof(argv[2]), strtoull(argv[3], NULL, 0), argc - 4, argv + 4);
+	else if (!strcmp(mode, "agg") && argc > 3) {
+		loop(c, atof(argv[2]), strtoull(argv[3], NULL, 0), argc - 4, argv + 4);
+		agg_check(c);
+	}
 	else
 		suite(c, big);
 	nz_comm_destroy(c);
