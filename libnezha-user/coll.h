@@ -382,6 +382,12 @@ struct nzi_coll_agg_stats {
  * communicator).  0, -EINVAL, -EEXIST, -ENOMEM or -EAGAIN.
  */
 int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_bytes);
+/*
+ * Benchmarks ($NEZHA_AGG_SHARE): every split allreduce sends this share
+ * (0 < share <= 1; 1: all of it, however small) through the node; 0: the
+ * measured cut again.  Every rank alike.  0, -ENOENT (no node), -EINVAL.
+ */
+int nzi_coll_agg_fix(struct nz_comm *comm, double share);
 /* $NEZHA_AGG_NODE: join the node and attach it, if every rank could. */
 int nzi_coll_agg_env(struct nz_comm *comm, const uint8_t *key);
 void nzi_coll_agg_release(struct nzi_coll *c);

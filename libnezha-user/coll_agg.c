@@ -83,6 +83,7 @@ struct nzi_coll_agg {
 	double rate_agg, rate_ring;	/* bytes per microsecond */
 	unsigned int samples;
 	size_t min_bytes;
+	double fixed;			/* > 0: this share, always (benchmarks) */
 	struct nzi_coll_agg_stats st;
 };
 
@@ -182,6 +183,18 @@ void nzi_coll_agg_release(struct nzi_coll *c)
 	c->agg = NULL;
 }
 
+int nzi_coll_agg_fix(struct nz_comm *comm, double share)
+{
+	struct nzi_coll_agg *ca = comm && comm->coll ? comm->coll->agg : NULL;
+
+	if (!ca)
+		return -ENOENT;
+	if (!(share >= 0 && share <= 1))
+		return -EINVAL;
+	ca->fixed = share;
+	return 0;
+}
+
 int nzi_coll_agg_stats(struct nz_comm *comm, struct nzi_coll_agg_stats *out)
 {
 	struct nzi_coll_agg *ca = comm && comm->coll ? comm->coll->agg : NULL;
@@ -208,8 +221,12 @@ static size_t nzi_agg_share(const struct nzi_coll_agg *ca, const struct nzi_args
 	double f = 0.5;
 
 	if (ca->off || a->coll != NZ_COLL_ALLREDUCE || !nzi_agg_supported(a->dtype, a->op) ||
-	    a->count * es < ca->min_bytes || a->count < 2 * q)
+	    a->count * es < ca->min_bytes || !a->count)
 		return 0;
+	if (ca->fixed >= 1)
+		return a->count;
+	if (ca->fixed > 0)
+		return (size_t)(ca->fixed * (double)a->count) / q * q;
 	if (ca->samples >= NZI_AGG_WARM)
 		f = ca->rate_agg / (ca->rate_agg + ca->rate_ring);
 	if (f < NZI_AGG_FMIN)
@@ -476,9 +493,26 @@ static int nzi_agg_resolve(const char *spec, struct sockaddr_storage *ss, sockle
 	return 0;
 }
 
+/* NEZHA_AGG_SHARE: a fixed share in (0, 1] of every split allreduce. */
+static int nzi_agg_env_share(double *out)
+{
+	const char *v = getenv("NEZHA_AGG_SHARE");
+	char *end;
+
+	*out = 0;
+	if (!v || !*v)
+		return 0;
+	*out = strtod(v, &end);
+	if (end == v || *end || !(*out > 0 && *out <= 1))
+		return nzi_error(-EINVAL, "environment: NEZHA_AGG_SHARE=\"%s\" is not a fraction in (0, 1]",
+				 v);
+	return 0;
+}
+
 int nzi_coll_agg_env(struct nz_comm *comm, const uint8_t *key)
 {
 	const char *spec = getenv("NEZHA_AGG_NODE");
+	double share;
 	struct nzi_agg_cfg cfg = { 0 };
 	struct sockaddr_storage ss;
 	size_t win = 32, tmo = 5000, min = NZI_AGG_DEF_MIN;
@@ -493,6 +527,8 @@ int nzi_coll_agg_env(struct nz_comm *comm, const uint8_t *key)
 		ret = nzi_env_size("NEZHA_AGG_TIMEOUT_MS", 1, 600000, &tmo);
 	if (!ret)
 		ret = nzi_env_size("NEZHA_AGG_MIN", 0, SIZE_MAX >> 1, &min);
+	if (!ret)
+		ret = nzi_agg_env_share(&share);
 	if (ret)
 		return ret;
 	if (!key) {
@@ -518,8 +554,11 @@ int nzi_coll_agg_env(struct nz_comm *comm, const uint8_t *key)
 	}
 	/* Every rank uses the node, or none does. */
 	ret = nz_allreduce(comm, &ok, &ok, 1, NZ_INT32, NZ_MIN);
-	if (!ret && ok)
+	if (!ret && ok) {
 		ret = nzi_coll_agg_attach(comm, agg, min);
+		if (!ret && share > 0)
+			ret = nzi_coll_agg_fix(comm, share);
+	}
 	else if (!ret)
 		nzi_log(comm->verbose, comm->rank, "NEZHA_AGG_NODE: a rank could not join: the aggregation rail is off");
 	if (ret || !ok)

@@ -11,6 +11,7 @@
  * - the cut: half and half while cold, then in proportion to the agreed
  *   rates: a node limited to a trickle ends with the minimum share;
  * - what is not split: a small allreduce, a dtype the node lacks;
+ * - a fixed share (benchmarks): 1, however small; 1/4;
  * - loss on the way to and from the node: still exact;
  * - the node stopped in the middle of a share (part of it reduced in
  *   place already): every allreduce exact, the failed share redone on the
@@ -124,6 +125,7 @@ struct job {
 	struct agg_node *node;
 	uint64_t job_id;
 	size_t min_bytes;
+	double share;			/* nzi_coll_agg_fix() */
 	unsigned int timeout_ms, drop;	/* the clients' */
 	int deaf;			/* this rank loses results (0: none) */
 	unsigned int deaf_after;	/* every one after the first deaf_after */
@@ -190,6 +192,10 @@ static void *rank_main(void *arg)
 		goto out;
 	}
 	j->attached[r] = true;
+	if (j->share > 0 && nzi_coll_agg_fix(c, j->share)) {
+		j->ret[r] = -EINVAL;
+		goto out;
+	}
 	for (int it = 0; it < j->iters && !j->ret[r]; it++) {
 		fill(r, in, j->count, j->dtype);
 		if (j->in_place)
@@ -321,6 +327,24 @@ static void test_not_split(struct agg_node *node)
 	       (unsigned long long)f64.st[0].splits);
 }
 
+static void test_fixed(struct agg_node *node)
+{
+	struct job all8 = { .node = node, .min_bytes = 0, .timeout_ms = 5000, .share = 1,
+			    .count = 2, .dtype = NZ_FLOAT32, .op = NZ_SUM, .iters = 3 };
+	struct job quarter = { .node = node, .min_bytes = 0, .timeout_ms = 5000, .share = 0.25,
+			       .count = 1 << 16, .dtype = NZ_INT32, .op = NZ_MAX, .iters = 3 };
+
+	run(&all8);
+	tap_ok(all(&all8, 0) && all(&all8, 1) && all8.st[0].agg_bytes == 3 * 8 &&
+	       !all8.st[0].ring_bytes,
+	       "a fixed share of 1: allreduces of 8 bytes go whole through the node, exact (%llu bytes there, %llu on the rails)",
+	       (unsigned long long)all8.st[0].agg_bytes, (unsigned long long)all8.st[0].ring_bytes);
+	run(&quarter);
+	tap_ok(all(&quarter, 0) && all(&quarter, 1) && quarter.last_agg[0] == 65536,
+	       "a fixed share of 1/4: a quarter through the node, exact (%llu of %d bytes)",
+	       (unsigned long long)quarter.last_agg[0], 4 << 16);
+}
+
 static void test_cut(void)
 {
 	struct aggd_cfg cfg = node_cfg(3000);	/* packets/s from 127.0.0.1 */
@@ -436,7 +460,7 @@ int main(void)
 	struct aggd_cfg cfg;
 	struct agg_node node = { 0 };
 
-	tap_plan(18);
+	tap_plan(20);
 	for (size_t i = 0; i < sizeof(key); i++)
 		key[i] = (uint8_t)(i * 7 + 3);
 	cfg = node_cfg(0);
@@ -448,6 +472,7 @@ int main(void)
 	test_not_split(&node);
 	test_loss(&node);
 	test_one_rank_fails(&node);
+	test_fixed(&node);
 	agg_node_stop(&node);
 	aggd_destroy(node.n);
 	test_cut();
