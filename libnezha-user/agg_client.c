@@ -10,20 +10,32 @@
  * (seq), so that every rank names the same block with the same number.
  * Block seq may be sent once the result of block seq - window is here:
  * that is the node's rule for reusing a slot.  A block whose result is
- * not back after rto is sent again -- the node adds it once and, when the
- * result was what got lost, answers with the result it kept.
+ * not back after the retransmission timeout is sent again -- the node adds
+ * it once and, when the result was what got lost, answers with the result
+ * it kept.
+ *
+ * The timeout follows the measured round trip, as TCP's does (RFC 6298:
+ * srtt + 4 rttvar, from blocks sent once only, Karn's rule), with
+ * cfg.rto_ms as its first value and floor, and doubles after a round of
+ * timeouts (at most NZA_RTO_MAX_US).  A fixed 20 ms made busy guests
+ * resend six times what they sent, each resend a MAC and a packet more
+ * for the node and the rank: on a slow path a short fixed timeout feeds
+ * on itself.
  */
 #include <errno.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agg_client.h"
 #include "agg_wire.h"
 #include "internal.h"
 #include "reduce.h"
+
+#define NZA_RTO_MAX_US	200000
 
 struct nzi_agg {
 	struct nzi_agg_cfg cfg;
@@ -36,10 +48,22 @@ struct nzi_agg {
 	struct nzi_hmac data;
 	struct nzi_agg_stats st;
 	uint64_t tx_n, rx_n;		/* for the drop hooks */
-	int64_t *deadline;		/* per slot of the window: resend at */
+	int64_t *deadline;		/* per slot of the window: resend at (us) */
+	int64_t *sent;			/* per slot: first sent at (us) */
+	bool *resent;			/* per slot: sent more than once */
 	bool *done;			/* per slot: the result is in */
+	int64_t srtt, rttvar, rto;	/* us; srtt 0: no sample yet */
+	int64_t backed_off;		/* us: when rto last doubled */
 	uint8_t pkt[NZA_PKT_MAX + 1];
 };
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 static int send_pkt(struct nzi_agg *a, size_t len)
 {
@@ -174,10 +198,13 @@ int nzi_agg_join(const struct nzi_agg_cfg *cfg, struct nzi_agg **out)
 	if (!a->cfg.timeout_ms)
 		a->cfg.timeout_ms = 10000;
 	memcpy(a->key, cfg->key, NZA_KEY_LEN);
+	a->rto = (int64_t)a->cfg.rto_ms * 1000;
 	a->deadline = calloc(cfg->window, sizeof(*a->deadline));
+	a->sent = calloc(cfg->window, sizeof(*a->sent));
+	a->resent = calloc(cfg->window, sizeof(*a->resent));
 	a->done = calloc(cfg->window, sizeof(*a->done));
 	a->fd = socket(cfg->node->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (!a->deadline || !a->done || a->fd < 0) {
+	if (!a->deadline || !a->sent || !a->resent || !a->done || a->fd < 0) {
 		ret = a->fd < 0 ? -errno : -ENOMEM;
 		goto out_free;
 	}
@@ -196,6 +223,8 @@ out_free:
 	if (a->fd >= 0)
 		close(a->fd);
 	free(a->deadline);
+	free(a->sent);
+	free(a->resent);
 	free(a->done);
 	nzi_wipe(a, sizeof(*a));
 	free(a);
@@ -240,7 +269,7 @@ static uint16_t block_count(const struct agg_xfer *x, size_t i)
 	return (uint16_t)(left < x->per ? left : x->per);
 }
 
-static int send_block(struct nzi_agg *a, const struct agg_xfer *x, size_t i)
+static int send_block(struct nzi_agg *a, const struct agg_xfer *x, size_t i, bool again)
 {
 	struct nza_data d = {
 		.type = NZA_DATA, .handle = a->handle, .rank = a->cfg.rank,
@@ -249,7 +278,15 @@ static int send_block(struct nzi_agg *a, const struct agg_xfer *x, size_t i)
 	};
 	size_t len;
 
-	a->deadline[i % a->window] = nzi_now_ms() + a->cfg.rto_ms;
+	int64_t now = now_us();
+
+	a->deadline[i % a->window] = now + a->rto;
+	if (again) {
+		a->resent[i % a->window] = true;
+	} else {
+		a->sent[i % a->window] = now;
+		a->resent[i % a->window] = false;
+	}
 	a->st.data_sent++;
 	if (a->cfg.drop_tx_every && ++a->tx_n % a->cfg.drop_tx_every == 0) {
 		a->st.drop_injected++;
@@ -259,6 +296,31 @@ static int send_block(struct nzi_agg *a, const struct agg_xfer *x, size_t i)
 	len = nza_encode_data(a->pkt, &d);
 	nza_data_seal(&a->data, a->pkt, len);
 	return send_pkt(a, len);
+}
+
+/* RFC 6298's estimator, in microseconds. */
+static void rtt_sample(struct nzi_agg *a, int64_t r)
+{
+	int64_t floor = (int64_t)a->cfg.rto_ms * 1000;
+
+	if (r < 1)
+		r = 1;
+	if (!a->srtt) {
+		a->srtt = r;
+		a->rttvar = r / 2;
+	} else {
+		int64_t err = a->srtt > r ? a->srtt - r : r - a->srtt;
+
+		a->rttvar += (err - a->rttvar) / 4;
+		a->srtt += (r - a->srtt) / 8;
+	}
+	a->rto = a->srtt + 4 * a->rttvar;
+	if (a->rto < floor)
+		a->rto = floor;
+	if (a->rto > NZA_RTO_MAX_US)
+		a->rto = NZA_RTO_MAX_US;
+	a->st.rtt_us = (uint64_t)a->srtt;
+	a->st.rto_us = (uint64_t)a->rto;
 }
 
 /* A datagram of len bytes in a->pkt: the result of an outstanding block? */
@@ -290,20 +352,23 @@ static void take_result(struct nzi_agg *a, struct agg_xfer *x, size_t len)
 	nza_from_wire(x->buf + i * x->per * x->esize, d.payload, d.count, x->esize);
 	a->done[i % a->window] = true;
 	a->st.results++;
+	if (!a->resent[i % a->window])
+		rtt_sample(a, now_us() - a->sent[i % a->window]);
 }
 
 static int xfer_run(struct nzi_agg *a, struct agg_xfer *x)
 {
-	int64_t progress = nzi_now_ms();
+	int64_t progress = now_us(), tmo = (int64_t)a->cfg.timeout_ms * 1000;
 	int ret;
 
 	while (x->lo < x->nblocks) {
-		int64_t now = nzi_now_ms(), next = now + a->cfg.rto_ms;
+		int64_t now = now_us(), next = now + a->rto;
+		bool timed_out = false;
 		ssize_t n;
 
 		while (x->hi < x->nblocks && x->hi - x->lo < a->window) {
 			a->done[x->hi % a->window] = false;
-			if ((ret = send_block(a, x, x->hi++)))
+			if ((ret = send_block(a, x, x->hi++, false)))
 				return ret;
 		}
 		for (size_t i = x->lo; i < x->hi; i++) {
@@ -313,23 +378,31 @@ static int xfer_run(struct nzi_agg *a, struct agg_xfer *x)
 				continue;
 			if (dl <= now) {
 				a->st.retransmits++;
-				if ((ret = send_block(a, x, i)))
+				timed_out = true;
+				if ((ret = send_block(a, x, i, true)))
 					return ret;
 				dl = a->deadline[i % a->window];
 			}
 			if (dl < next)
 				next = dl;
 		}
-		n = recv_pkt(a, (int)(next - now));
+		/* Back off, at most once a timeout: the blocks of one window
+		 * time out one after the other. */
+		if (timed_out && a->rto < NZA_RTO_MAX_US && now - a->backed_off >= a->rto) {
+			a->rto = 2 * a->rto < NZA_RTO_MAX_US ? 2 * a->rto : NZA_RTO_MAX_US;
+			a->backed_off = now;
+			a->st.rto_us = (uint64_t)a->rto;
+		}
+		n = recv_pkt(a, (int)((next - now + 999) / 1000));
 		if (n < 0)
 			return (int)n;
 		if (n > 0)
 			take_result(a, x, (size_t)n);
 		if (a->done[x->lo % a->window])
-			progress = nzi_now_ms();
+			progress = now_us();
 		while (x->lo < x->hi && a->done[x->lo % a->window])
 			x->lo++;
-		if (nzi_now_ms() - progress > a->cfg.timeout_ms)
+		if (now_us() - progress > tmo)
 			return -ETIMEDOUT;
 	}
 	return 0;
@@ -389,6 +462,8 @@ void nzi_agg_close(struct nzi_agg *a)
 	send_pkt(a, len);
 	close(a->fd);
 	free(a->deadline);
+	free(a->sent);
+	free(a->resent);
 	free(a->done);
 	nzi_wipe(a, sizeof(*a));
 	free(a);

@@ -28,7 +28,8 @@ struct nzi_agg_cfg {
 	uint64_t job_id;		/* the same on every rank of the job */
 	uint16_t rank, nranks;
 	uint16_t window;		/* slots to ask for: blocks in flight */
-	unsigned int rto_ms;		/* a block's result this late: resend (0: 20) */
+	unsigned int rto_ms;		/* first and least retransmission timeout
+					 * (0: 20); then the measured round trip's */
 	unsigned int timeout_ms;	/* no progress this long: -ETIMEDOUT (0: 10000) */
 	/* Tests only: lose every Nth DATA sent / RESULT received, and every
 	 * RESULT after the first drop_rx_after (0: none). */
@@ -39,6 +40,7 @@ struct nzi_agg_stats {
 	uint64_t data_sent, retransmits, results, results_stray;
 	uint64_t drop_mac, drop_malformed, drop_injected;
 	uint64_t join_tries;
+	uint64_t rtt_us, rto_us;	/* smoothed round trip, timeout now */
 };
 
 struct nzi_agg;
