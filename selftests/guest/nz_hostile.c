@@ -115,16 +115,38 @@ static int write_all(int fd, const void *buf, size_t len)
 	return write(fd, buf, len) == (ssize_t)len ? 0 : -1;
 }
 
-/* The server closes on us within 8 s: read until EOF or reset. */
+static double fz_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * The server closes on us within 8 s (times the kernel's slowness): read
+ * until EOF or reset.  What it sends meanwhile (an authenticated
+ * connection's heartbeats) does not extend that: a connection left open
+ * once made this loop read heartbeats for ever on the debug kernel.
+ */
 static bool closed_by_peer(int fd)
 {
+	double end = fz_now() + 8 * tscale;
 	char buf[256];
-	ssize_t n;
 
-	do {
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int left = (int)((end - fz_now()) * 1000);
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, left) <= 0)
+			return false;
 		n = read(fd, buf, sizeof(buf));
-	} while (n > 0);
-	return n == 0 || errno == ECONNRESET;
+		if (n == 0)
+			return true;
+		if (n < 0)
+			return errno == ECONNRESET;
+	}
 }
 
 static int read_frame(int fd, struct nz_frame *f, uint8_t *body)
@@ -229,18 +251,10 @@ static uint64_t fz_edge(struct fz_rng *r)
 	return e[fz_below(r, sizeof(e) / sizeof(e[0]))];
 }
 
-static double fz_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static struct {
 	uint64_t frames, conns, bad_pred, closed_bad, closed_good, open_bad;
 	uint64_t hs_conns, hs_closed, hs_open;
-	char first[160];
+	char first[256];
 } fz;
 
 static void fz_short_timeout(int fd, int ms)
@@ -474,7 +488,7 @@ static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames)
 	while (fz.frames < frames) {
 		unsigned int k, nframes = 1 + fz_below(r, 200);
 		bool bad = false;
-		size_t len = 0;
+		size_t len = 0, last = 0;
 		int fd = connect_rail();
 
 		if (fd < 0 || handshake(fd, j, j->secret)) {
@@ -506,6 +520,7 @@ static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames)
 				if (!bad && f.len != n - NZ_WIRE_HDR_LEN)
 					n = NZ_WIRE_HDR_LEN + (f.len <= UNIT ? f.len : 0);
 			}
+			last = len;
 			len += n;
 			fz.frames++;
 		}
@@ -516,10 +531,16 @@ static void fz_auth(struct fz_rng *r, const struct job *j, uint64_t frames)
 				fz.closed_bad++;
 			} else {
 				fz.open_bad++;
-				if (!fz.first[0])
-					snprintf(fz.first, sizeof(fz.first),
-						 "connection %" PRIu64 ": a malformed frame did not close it",
-						 fz.conns);
+				if (!fz.first[0]) {
+					int at = snprintf(fz.first, sizeof(fz.first),
+							  "connection %" PRIu64 ": a malformed frame did not close it; its header:",
+							  fz.conns);
+
+					for (k = 0; k < NZ_WIRE_HDR_LEN && at > 0 &&
+					     at < (int)sizeof(fz.first) - 3; k++)
+						at += snprintf(fz.first + at, sizeof(fz.first) - at,
+							       "%s%02x", k % 8 ? "" : " ", buf[last + k]);
+				}
 			}
 		} else {
 			fz_drain(fd);
@@ -742,9 +763,16 @@ static void never_reads(const struct job *j, struct nz_queue *q,
 	len = nz_wire_encode(&f, &lim, burst, 64);
 	for (k = 1; len > 0 && (k + 1) * len <= 1 << 16; k++)
 		memcpy(burst + k * len, burst, (size_t)len);
-	/* 4 MiB of heartbeats, each asking for an echo; 10 s at most. */
+	/*
+	 * 4 MiB of heartbeats, each asking for an echo; 10 s at most (times
+	 * the kernel's slowness).  A write may wait as long: the module
+	 * reads at its own pace, and on the debug kernel a 2 s timeout
+	 * stopped the writer after 2.5 MiB, which the module's socket
+	 * buffers took whole (0 dropped).
+	 */
 	len = len > 0 ? k * len : 0;
 	t0 = fz_now();
+	tv.tv_sec = (time_t)(10 * tscale);
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	for (k = 0; !ret && len > 0 && k < 64 && fz_now() - t0 < 10 * tscale; k++) {
 		if (write_all(fd, burst, (size_t)len))
