@@ -117,7 +117,7 @@ TORCH_LIBS = -L/usr/lib/python3/dist-packages/torch/lib -ltorch -ltorch_cpu -lc1
 
 .PHONY: all module lib tools tests check torch check-quick check-debug planted-bugs check-scale demo setup drill-coll \
 	install uninstall man lint checkpatch sparse clean bench-nop bench-p2p bench-coll \
-	bench-failover bench-rdma bench-sched bench-train bench-cpu fuzz check-install drill
+	bench-failover bench-rdma bench-sched bench-train bench-cpu bench-agg fuzz check-install drill
 
 all: module lib tools tests man $(if $(TORCH_OK),torch)
 
@@ -261,6 +261,12 @@ bench-failover: all
 
 bench-p2p: all
 	scripts/bench-p2p.sh
+
+# An allreduce split between a TCP rail and the aggregation rail against
+# each alone, Gloo and an MPTCP ring: 4 ranks and an aggregation node (5
+# guests; Documentation/aggregation.rst).
+bench-agg: all
+	scripts/bench-agg.sh
 
 # Nezha allreduce vs Gloo (torch.distributed) on the same 2 guests and
 # rails; installs python3-torch first (scripts/setup-bench.sh).

@@ -390,16 +390,7 @@ if [ "$NZ_NODE" = 0 ]; then
 			"CPU/GiB tx ${ab_tx_cpu:--}, rx ${ab_rx_cpu:--}"
 	fi
 	# Targets of issue 22 (Documentation/benchmarks.rst): reported, and
-	# checked, so that a regression shows as "not ok".
-	target() {	# target DESC VALUE OP LIMIT
-		if [ -z "$2" ]; then
-			not_ok "$1" "not measured"
-		elif awk -v v="$2" -v l="$4" -v op="$3" 'BEGIN { exit !(op == ">=" ? v >= l : v <= l) }'; then
-			ok "$1 ($2)"
-		else
-			not_ok "$1 ($2)"
-		fi
-	}
+	# checked, so that a regression shows as "not ok" (bench_lib's target).
 	target "target: 1 rail, Nezha >= 0.95 x iperf3" "$r1" ">=" 0.95
 	target "target: 1 rail, sender CPU/GiB <= 1.2 x iperf3's" "$c1t" "<=" 1.2
 	target "target: 1 rail, receiver CPU/GiB <= 1.2 x iperf3's" "$c1r" "<=" 1.2

@@ -216,6 +216,18 @@ nezha_bench() {	# NZ_BENCH_MODE: nezha-bench's mode (p2p)
 	return $rc
 }
 
+# target DESC VALUE OP LIMIT: ok "DESC (VALUE)" iff VALUE OP LIMIT (OP >= or
+# <=), else not ok; no VALUE: not ok, "not measured".
+target() {
+	if [ -z "$2" ]; then
+		not_ok "$1" "not measured"
+	elif awk -v v="$2" -v l="$4" -v op="$3" 'BEGIN { exit !(op == ">=" ? v >= l : v <= l) }'; then
+		ok "$1 ($2)"
+	else
+		not_ok "$1 ($2)"
+	fi
+}
+
 # Mbit/s of an iperf3 text report (-f m): the receiver's line.
 iperf_mbits() {
 	awk '/receiver/ { v = $(NF - 2) } END { if (v != "") print v; else exit 1 }' "$1"
