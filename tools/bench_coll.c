@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "coll.h"
 #include "nezha.h"
 #include "reduce.h"
 #include "bench.h"
@@ -900,9 +901,30 @@ static int nzb_setup(struct nzb_coll *b)
 	return b->p.check && nzb_reduces(b->coll) ? nzb_expect(b) : 0;
 }
 
+/*
+ * With an aggregation node ($NEZHA_AGG_NODE): a comment line with what the
+ * last size's allreduces sent through it and how many were redone.
+ */
+static void nzb_agg_line(struct nzb_coll *b, struct nzi_coll_agg_stats *prev)
+{
+	struct nzi_coll_agg_stats st;
+	uint64_t agg, ring;
+
+	if (nzi_coll_agg_stats(b->comm, &st))
+		return;
+	agg = st.agg_bytes - prev->agg_bytes;
+	ring = st.ring_bytes - prev->ring_bytes;
+	printf("# agg: %llu allreduces split, %.1f %% of their bytes through the node, %llu redone%s\n",
+	       (unsigned long long)(st.splits - prev->splits),
+	       agg + ring ? 100.0 * (double)agg / (double)(agg + ring) : 0.0,
+	       (unsigned long long)(st.redos - prev->redos), st.off ? "; the node is off" : "");
+	*prev = st;
+}
+
 int nzb_bench_coll(int argc, char **argv)
 {
 	struct nzb_coll b = { 0 };
+	struct nzi_coll_agg_stats agg_prev = { 0 };
 	uint64_t bad = 0;
 	double sum_bw = 0;
 	int wait_s = 120, nsizes = 0, ret;
@@ -932,6 +954,7 @@ int nzb_bench_coll(int argc, char **argv)
 		goto out;
 	if (b.rank == 0)
 		nzb_header(&b);
+	nzi_coll_agg_stats(b.comm, &agg_prev);
 	for (uint64_t s = b.p.min; s <= b.p.max;
 	     s = b.p.factor > 1 ? (s ? s * b.p.factor : 1) : s + b.p.step) {
 		size_t size = b.coll == NZ_COLL_BARRIER ? 0 : (size_t)s;
@@ -952,6 +975,7 @@ int nzb_bench_coll(int argc, char **argv)
 				if (b.p.place & (1 << k))
 					nzb_cell(&b, size, us[k], wrong[k]);
 			printf("  %s\n", nz_coll_algo_name(nz_coll_select(b.comm, b.coll, size)));
+			nzb_agg_line(&b, &agg_prev);
 			fflush(stdout);
 			sum_bw += us[(b.p.place & PLACE_OUT) ? 0 : 1] > 0 ?
 				  (double)size / us[(b.p.place & PLACE_OUT) ? 0 : 1] / 1e3 *
