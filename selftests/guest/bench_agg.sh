@@ -104,7 +104,7 @@ gloo_run() {	# gloo_run NAME PORT [WRAPPER...]
 	say "\$ $* GLOO_SOCKET_IFNAME=${nz_ifs[0]} gloo_bench.py --sweep ${LAT[*]} --sweep ${BW[*]}"
 	if MASTER_ADDR=$NZ_BAR_ADDR MASTER_PORT=$port RANK=$NZ_NODE WORLD_SIZE=$WORLD \
 		GLOO_SOCKET_IFNAME=${nz_ifs[0]} timeout -k 5 1200 "$@" "$PY" "$GLOO" -t $CAP \
-		--sweep "$(IFS=:; echo "${LAT[*]}")" --sweep "$(IFS=:; echo "${BW[*]}")" >"$out" 2>&1; then
+		--sweep "$(IFS=:; echo "${LAT[*]}"):1" --sweep "$(IFS=:; echo "${BW[*]}"):1" >"$out" 2>&1; then
 		ok "$name allreduce ran (rank $NZ_NODE)"
 	else
 		not_ok "$name allreduce ran (rank $NZ_NODE)" "$(tail -3 "$out" | tr '\n' ' ')"
