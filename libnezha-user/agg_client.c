@@ -27,7 +27,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "agg_client.h"
@@ -56,14 +55,6 @@ struct nzi_agg {
 	int64_t backed_off;		/* us: when rto last doubled */
 	uint8_t pkt[NZA_PKT_MAX + 1];
 };
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static int send_pkt(struct nzi_agg *a, size_t len)
 {
@@ -276,9 +267,8 @@ static int send_block(struct nzi_agg *a, const struct agg_xfer *x, size_t i, boo
 		.count = block_count(x, i), .dtype = x->dtype, .op = x->op, .seq = x->base + i,
 		.payload = a->pkt + NZA_DATA_HDR_LEN,
 	};
+	int64_t now = nzi_now_us();
 	size_t len;
-
-	int64_t now = now_us();
 
 	a->deadline[i % a->window] = now + a->rto;
 	if (again) {
@@ -353,16 +343,16 @@ static void take_result(struct nzi_agg *a, struct agg_xfer *x, size_t len)
 	a->done[i % a->window] = true;
 	a->st.results++;
 	if (!a->resent[i % a->window])
-		rtt_sample(a, now_us() - a->sent[i % a->window]);
+		rtt_sample(a, nzi_now_us() - a->sent[i % a->window]);
 }
 
 static int xfer_run(struct nzi_agg *a, struct agg_xfer *x)
 {
-	int64_t progress = now_us(), tmo = (int64_t)a->cfg.timeout_ms * 1000;
+	int64_t progress = nzi_now_us(), tmo = (int64_t)a->cfg.timeout_ms * 1000;
 	int ret;
 
 	while (x->lo < x->nblocks) {
-		int64_t now = now_us(), next = now + a->rto;
+		int64_t now = nzi_now_us(), next = now + a->rto;
 		bool timed_out = false;
 		ssize_t n;
 
@@ -399,10 +389,10 @@ static int xfer_run(struct nzi_agg *a, struct agg_xfer *x)
 		if (n > 0)
 			take_result(a, x, (size_t)n);
 		if (a->done[x->lo % a->window])
-			progress = now_us();
+			progress = nzi_now_us();
 		while (x->lo < x->hi && a->done[x->lo % a->window])
 			x->lo++;
-		if (now_us() - progress > tmo)
+		if (nzi_now_us() - progress > tmo)
 			return -ETIMEDOUT;
 	}
 	return 0;

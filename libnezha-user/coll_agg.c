@@ -87,14 +87,6 @@ struct nzi_coll_agg {
 	struct nzi_coll_agg_stats st;
 };
 
-static int64_t nzi_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 static void *nzi_agg_worker(void *arg)
 {
 	struct nzi_coll_agg *ca = arg;

@@ -747,9 +747,9 @@ int nz_coll_wait(struct nz_coll_request *req)
 	c = req->owner;
 	comm = req->s.comm;
 	for (;;) {
-		struct nzi_sched *w = nzi_agg_sched(req), *fw;
+		struct nzi_sched *w, *fw;
 		int tmo = -1, stall = comm->wait_timeout_ms, ret;
-		bool at_node = false;
+		bool at_node;
 		int64_t now, res = 0;
 		uint32_t op;
 		void *h;

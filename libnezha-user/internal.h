@@ -291,8 +291,9 @@ int nzi_env_parse(struct nzi_env *env);
 /* Strict decimal parse of [min, max]; returns 0 or -EINVAL. */
 int nzi_parse_int(const char *s, long min, long max, long *out);
 
-/* Monotonic clock in milliseconds. */
+/* Monotonic clock in milliseconds, microseconds. */
 int64_t nzi_now_ms(void);
+int64_t nzi_now_us(void);
 
 /* ---- Communicator internals (comm.c, p2p.c) ---- */
 
