@@ -388,7 +388,29 @@ int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_by
  * measured cut again.  Every rank alike.  0, -ENOENT (no node), -EINVAL.
  */
 int nzi_coll_agg_fix(struct nz_comm *comm, double share);
-/* $NEZHA_AGG_NODE: join the node and attach it, if every rank could. */
+/* The NEZHA_AGG_* variables (Documentation/collectives.rst). */
+struct nzi_agg_env {
+	bool set;			/* NEZHA_AGG_NODE given, all well-formed */
+	char host[256];
+	uint16_t port;
+	size_t window, timeout_ms, min_bytes;
+	double share;			/* NEZHA_AGG_SHARE, 0: measured */
+};
+
+/* NEZHA_AGG_NODE's syntax: 0 or -EINVAL (host and port then undefined). */
+int nzi_agg_spec_parse(const char *spec, char *host, size_t hostlen, uint16_t *port);
+/* Read the variables: 0 (e->set: a node is named) or -EINVAL, said why. */
+int nzi_agg_env_parse(struct nzi_agg_env *e);
+/*
+ * Join e's node and attach it if every rank could, every rank alike;
+ * parse_err is this rank's nzi_agg_env_parse() result.  A rank's
+ * malformed settings, or min_bytes or share differing between ranks, fail
+ * every rank with -EINVAL; a node a rank cannot reach leaves it off
+ * everywhere (0).  Every rank of comm calls it, none with e unset.
+ */
+int nzi_coll_agg_setup(struct nz_comm *comm, const uint8_t *key, const struct nzi_agg_env *e,
+		       int parse_err);
+/* $NEZHA_AGG_NODE: nzi_coll_agg_setup() with the environment's settings. */
 int nzi_coll_agg_env(struct nz_comm *comm, const uint8_t *key);
 void nzi_coll_agg_release(struct nzi_coll *c);
 int nzi_coll_agg_stats(struct nz_comm *comm, struct nzi_coll_agg_stats *out);

@@ -459,29 +459,52 @@ int nzi_agg_result(const struct nz_coll_request *req)
 
 /* ---- The node named by the environment ---- */
 
-/* "host:port" or "host" (the node's default port). */
-static int nzi_agg_resolve(const char *spec, struct sockaddr_storage *ss, socklen_t *len)
+/*
+ * "host", "host:port", "[v6]", "[v6]:port", or a bare IPv6 address (two
+ * colons or more: all of it is the host).  Syntax only: the host is looked
+ * up later.  0 or -EINVAL.
+ */
+int nzi_agg_spec_parse(const char *spec, char *host, size_t hostlen, uint16_t *port)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM };
-	struct addrinfo *res = NULL;
-	char host[256], port[16];
-	const char *colon = strrchr(spec, ':');
-	size_t hl = colon ? (size_t)(colon - spec) : strlen(spec);
-	int ret;
+	const char *h = spec, *p = NULL, *colon;
+	size_t hl;
 
-	if (!hl || hl >= sizeof(host))
+	if (!spec)
 		return -EINVAL;
-	memcpy(host, spec, hl);
+	colon = strchr(spec, ':');
+	if (spec[0] == '[') {
+		const char *close = strchr(spec, ']');
+
+		if (!close || (close[1] && close[1] != ':'))
+			return -EINVAL;
+		h = spec + 1;
+		hl = (size_t)(close - h);
+		p = close[1] ? close + 2 : NULL;
+	} else if (colon && !strchr(colon + 1, ':')) {
+		hl = (size_t)(colon - spec);
+		p = colon + 1;
+	} else {
+		hl = strlen(spec);
+	}
+	if (!hl || hl >= hostlen || memchr(h, '/', hl))
+		return -EINVAL;
+	memcpy(host, h, hl);
 	host[hl] = 0;
-	snprintf(port, sizeof(port), "%s", colon ? colon + 1 : "");
-	if (!*port)
-		snprintf(port, sizeof(port), "%d", NZA_PORT);
-	ret = getaddrinfo(host, port, &hints, &res);
-	if (ret || !res)
-		return -EHOSTUNREACH;
-	memcpy(ss, res->ai_addr, res->ai_addrlen);
-	*len = res->ai_addrlen;
-	freeaddrinfo(res);
+	*port = NZA_PORT;
+	if (p) {
+		unsigned long v = 0;
+
+		if (!*p || strlen(p) > 5)
+			return -EINVAL;
+		for (const char *q = p; *q; q++) {
+			if (*q < '0' || *q > '9')
+				return -EINVAL;
+			v = v * 10 + (unsigned long)(*q - '0');
+		}
+		if (!v || v > 65535)
+			return -EINVAL;
+		*port = (uint16_t)v;
+	}
 	return 0;
 }
 
@@ -501,59 +524,143 @@ static int nzi_agg_env_share(double *out)
 	return 0;
 }
 
-int nzi_coll_agg_env(struct nz_comm *comm, const uint8_t *key)
+int nzi_agg_env_parse(struct nzi_agg_env *e)
 {
-	const char *spec = getenv("NEZHA_AGG_NODE");
-	double share;
-	struct nzi_agg_cfg cfg = { 0 };
-	struct sockaddr_storage ss;
-	size_t win = 32, tmo = 5000, min = NZI_AGG_DEF_MIN;
-	struct nzi_agg *agg = NULL;
-	int32_t ok = 0;
+	const char *node = getenv("NEZHA_AGG_NODE");
 	int ret;
 
-	if (!spec || !*spec || comm->size < 2)
+	*e = (struct nzi_agg_env){
+		.window = 32, .timeout_ms = 5000, .min_bytes = NZI_AGG_DEF_MIN,
+	};
+	if (!node || !*node)
 		return 0;
-	ret = nzi_env_size("NEZHA_AGG_WINDOW", 1, NZA_MAX_WINDOW, &win);
+	if (nzi_agg_spec_parse(node, e->host, sizeof(e->host), &e->port))
+		return nzi_error(-EINVAL, "environment: NEZHA_AGG_NODE=\"%s\" is not HOST, HOST:PORT or [IPV6]:PORT",
+				 node);
+	ret = nzi_env_size("NEZHA_AGG_WINDOW", 1, NZA_MAX_WINDOW, &e->window);
 	if (!ret)
-		ret = nzi_env_size("NEZHA_AGG_TIMEOUT_MS", 1, 600000, &tmo);
+		ret = nzi_env_size("NEZHA_AGG_TIMEOUT_MS", 1, 600000, &e->timeout_ms);
 	if (!ret)
-		ret = nzi_env_size("NEZHA_AGG_MIN", 0, SIZE_MAX >> 1, &min);
+		ret = nzi_env_size("NEZHA_AGG_MIN", 0, SIZE_MAX >> 1, &e->min_bytes);
 	if (!ret)
-		ret = nzi_agg_env_share(&share);
-	if (ret)
-		return ret;
+		ret = nzi_agg_env_share(&e->share);
+	if (!ret)
+		e->set = true;
+	return ret;
+}
+
+static int nzi_agg_resolve(const struct nzi_agg_env *e, struct sockaddr_storage *ss,
+			   socklen_t *len)
+{
+	struct addrinfo hints = {
+		.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM, .ai_flags = AI_NUMERICSERV,
+	};
+	struct addrinfo *res = NULL;
+	char port[8];
+	int ret;
+
+	snprintf(port, sizeof(port), "%u", e->port);
+	ret = getaddrinfo(e->host, port, &hints, &res);
+	if (ret || !res)
+		return -EHOSTUNREACH;
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*len = res->ai_addrlen;
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* This rank's outcome, the first number of the agreement (MIN). */
+enum { NZI_AJ_BAD = -1, NZI_AJ_OFF = 0, NZI_AJ_JOINED = 1 };
+enum { NZI_AE_JOIN, NZI_AE_MIN, NZI_AE_NMIN, NZI_AE_SHARE, NZI_AE_NSHARE, NZI_AE_LEN };
+
+static struct nzi_agg *nzi_agg_env_join(struct nz_comm *comm, const uint8_t *key,
+					const struct nzi_agg_env *e)
+{
+	struct nzi_agg_cfg cfg = { 0 };
+	struct sockaddr_storage ss;
+	struct nzi_agg *agg = NULL;
+	int ret;
+
 	if (!key) {
 		nzi_log(true, comm->rank, "NEZHA_AGG_NODE: the node needs the job key given (NEZHA_JOB_KEY_FILE or NEZHA_JOB_KEY), not drawn at start: not using it");
-	} else if (comm->size > NZA_MAX_RANKS) {
+		return NULL;
+	}
+	if (comm->size > NZA_MAX_RANKS) {
 		nzi_log(true, comm->rank, "NEZHA_AGG_NODE: %d ranks, more than the node takes (%d): not using it",
 			comm->size, NZA_MAX_RANKS);
-	} else if ((ret = nzi_agg_resolve(spec, &ss, &cfg.node_len))) {
-		nzi_log(true, comm->rank, "NEZHA_AGG_NODE=%s: cannot resolve it: not using it", spec);
-	} else {
-		cfg.node = (const struct sockaddr *)&ss;
-		cfg.key = key;
-		cfg.job_id = comm->job_id;
-		cfg.rank = (uint16_t)comm->rank;
-		cfg.nranks = (uint16_t)comm->size;
-		cfg.window = (uint16_t)win;
-		cfg.timeout_ms = (unsigned int)tmo;
-		ret = nzi_agg_join(&cfg, &agg);
+		return NULL;
+	}
+	if (nzi_agg_resolve(e, &ss, &cfg.node_len)) {
+		nzi_log(true, comm->rank, "NEZHA_AGG_NODE: cannot resolve %s: not using it", e->host);
+		return NULL;
+	}
+	cfg.node = (const struct sockaddr *)&ss;
+	cfg.key = key;
+	cfg.job_id = comm->job_id;
+	cfg.rank = (uint16_t)comm->rank;
+	cfg.nranks = (uint16_t)comm->size;
+	cfg.window = (uint16_t)e->window;
+	cfg.timeout_ms = (unsigned int)e->timeout_ms;
+	ret = nzi_agg_join(&cfg, &agg);
+	if (ret) {
+		nzi_log(true, comm->rank, "NEZHA_AGG_NODE: join of %s port %u failed: %s: not using it",
+			e->host, e->port, strerror(-ret));
+		return NULL;
+	}
+	return agg;
+}
+
+int nzi_coll_agg_setup(struct nz_comm *comm, const uint8_t *key, const struct nzi_agg_env *e,
+		       int parse_err)
+{
+	int64_t v[NZI_AE_LEN] = { NZI_AJ_BAD };
+	struct nzi_agg *agg = NULL;
+	int ret;
+
+	if (comm->size < 2)
+		return parse_err;
+	if (!parse_err) {
+		agg = nzi_agg_env_join(comm, key, e);
+		v[NZI_AE_JOIN] = agg ? NZI_AJ_JOINED : NZI_AJ_OFF;
+		v[NZI_AE_MIN] = (int64_t)e->min_bytes;
+		v[NZI_AE_NMIN] = -(int64_t)e->min_bytes;
+		v[NZI_AE_SHARE] = (int64_t)(e->share * 1e9);
+		v[NZI_AE_NSHARE] = -v[NZI_AE_SHARE];
+	}
+	/*
+	 * Every rank uses the node, or none does; a rank whose settings are
+	 * malformed or differ from the others' fails every rank's creation
+	 * alike (the cut is computed apart on every rank from them).
+	 */
+	ret = nz_allreduce(comm, v, v, NZI_AE_LEN, NZ_INT64, NZ_MIN);
+	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_BAD)
+		ret = parse_err ? parse_err :
+		      nzi_error(-EINVAL, "NEZHA_AGG_*: malformed on another rank (see its message)");
+	else if (!ret && (v[NZI_AE_MIN] != -v[NZI_AE_NMIN] || v[NZI_AE_SHARE] != -v[NZI_AE_NSHARE]))
+		ret = nzi_error(-EINVAL, "NEZHA_AGG_MIN or NEZHA_AGG_SHARE: the ranks' values differ");
+	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_JOINED) {
+		ret = nzi_coll_agg_attach(comm, agg, e->min_bytes);
+		if (ret) {
+			nzi_agg_close(agg);
+			return ret;
+		}
+		ret = e->share > 0 ? nzi_coll_agg_fix(comm, e->share) : 0;
 		if (ret)
-			nzi_log(true, comm->rank, "NEZHA_AGG_NODE=%s: join failed: %s: not using it",
-				spec, strerror(-ret));
-		ok = !ret;
+			nzi_coll_agg_release(comm->coll);	/* closes agg */
+		return ret;
 	}
-	/* Every rank uses the node, or none does. */
-	ret = nz_allreduce(comm, &ok, &ok, 1, NZ_INT32, NZ_MIN);
-	if (!ret && ok) {
-		ret = nzi_coll_agg_attach(comm, agg, min);
-		if (!ret && share > 0)
-			ret = nzi_coll_agg_fix(comm, share);
-	}
-	else if (!ret)
+	if (!ret)
 		nzi_log(comm->verbose, comm->rank, "NEZHA_AGG_NODE: a rank could not join: the aggregation rail is off");
-	if (ret || !ok)
-		nzi_agg_close(agg);
+	nzi_agg_close(agg);
 	return ret;
+}
+
+int nzi_coll_agg_env(struct nz_comm *comm, const uint8_t *key)
+{
+	struct nzi_agg_env e;
+	int ret = nzi_agg_env_parse(&e);
+
+	if (!ret && !e.set)
+		return 0;
+	return nzi_coll_agg_setup(comm, key, &e, ret);
 }

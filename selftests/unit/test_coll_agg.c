@@ -16,9 +16,14 @@
  * - the node stopped in the middle of a share (part of it reduced in
  *   place already): every allreduce exact, the failed share redone on the
  *   ring on every rank, the node no longer used;
- * - one rank's share fails while the others' succeed: all redo it.
+ * - one rank's share fails while the others' succeed: all redo it;
+ * - the NEZHA_AGG_* settings: malformed values refused; a rank whose
+ *   settings are malformed or differ fails every rank's set-up alike, a
+ *   node one rank cannot reach leaves it off on every rank.
  */
 #include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -455,12 +460,229 @@ static void test_one_rank_fails(struct agg_node *node)
 	       (unsigned long long)j.st[3].redos);
 }
 
+static void test_spec(void)
+{
+	static const struct { const char *spec, *host; unsigned int port; } good[] = {
+		{ "10.0.0.1", "10.0.0.1", NZA_PORT }, { "node7:29700", "node7", 29700 },
+		{ "[::1]:5", "::1", 5 }, { "[fe80::2%eth1]", "fe80::2%eth1", NZA_PORT },
+		{ "fd00::7", "fd00::7", NZA_PORT }, { "h:65535", "h", 65535 },
+	};
+	static const char *const bad[] = {
+		"", ":29600", "h:", "h:0", "h:65536", "h:123456", "h:12a", "h:-1", "[::1",
+		"[::1]x", "[::1]:", "[]:5", "a/b:5",
+	};
+	char big[300], host[256];
+	uint16_t port;
+	size_t ok = 0, refused = 0;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		int ret = nzi_agg_spec_parse(good[i].spec, host, sizeof(host), &port);
+
+		if (!ret && !strcmp(host, good[i].host) && port == good[i].port)
+			ok++;
+		else
+			tap_diag("NEZHA_AGG_NODE=%s: %d, \"%s\" port %u", good[i].spec, ret,
+				 ret ? "" : host, ret ? 0 : port);
+	}
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	refused += nzi_agg_spec_parse(big, host, sizeof(host), &port) == -EINVAL;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (nzi_agg_spec_parse(bad[i], host, sizeof(host), &port) == -EINVAL)
+			refused++;
+		else
+			tap_diag("NEZHA_AGG_NODE=\"%s\" accepted", bad[i]);
+	}
+	tap_ok(ok == sizeof(good) / sizeof(good[0]) && refused == 1 + sizeof(bad) / sizeof(bad[0]),
+	       "NEZHA_AGG_NODE: %zu host[:port] forms read right, %zu malformed refused", ok, refused);
+}
+
+static void test_env_parse(void)
+{
+	static const struct { const char *name, *value; } bad[] = {
+		{ "NEZHA_AGG_NODE", "h:0" }, { "NEZHA_AGG_WINDOW", "0" },
+		{ "NEZHA_AGG_WINDOW", "abc" }, { "NEZHA_AGG_WINDOW", "1025" },
+		{ "NEZHA_AGG_TIMEOUT_MS", "0" }, { "NEZHA_AGG_TIMEOUT_MS", "10m" },
+		{ "NEZHA_AGG_MIN", "-1" }, { "NEZHA_AGG_MIN", "1x" },
+		{ "NEZHA_AGG_SHARE", "0" }, { "NEZHA_AGG_SHARE", "1.5" },
+		{ "NEZHA_AGG_SHARE", "nan" }, { "NEZHA_AGG_SHARE", "-0.25" },
+		{ "NEZHA_AGG_SHARE", "0.5x" },
+	};
+	struct nzi_agg_env e;
+	size_t refused = 0;
+	bool unset, good;
+
+	unsetenv("NEZHA_AGG_NODE");
+	unset = !nzi_agg_env_parse(&e) && !e.set;
+	setenv("NEZHA_AGG_NODE", "127.0.0.1:29700", 1);
+	setenv("NEZHA_AGG_WINDOW", "64", 1);
+	setenv("NEZHA_AGG_MIN", "4M", 1);
+	setenv("NEZHA_AGG_SHARE", "0.25", 1);
+	good = !nzi_agg_env_parse(&e) && e.set && e.port == 29700 && e.window == 64 &&
+	       e.min_bytes == 4u << 20 && e.share == 0.25 && e.timeout_ms == 5000;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *was = getenv(bad[i].name);
+		char keep[64];
+
+		snprintf(keep, sizeof(keep), "%s", was ? was : "");
+		setenv(bad[i].name, bad[i].value, 1);
+		if (nzi_agg_env_parse(&e) == -EINVAL && !e.set)
+			refused++;
+		else
+			tap_diag("%s=%s accepted", bad[i].name, bad[i].value);
+		if (was)
+			setenv(bad[i].name, keep, 1);
+		else
+			unsetenv(bad[i].name);
+	}
+	unsetenv("NEZHA_AGG_NODE");
+	unsetenv("NEZHA_AGG_WINDOW");
+	unsetenv("NEZHA_AGG_MIN");
+	unsetenv("NEZHA_AGG_SHARE");
+	tap_ok(unset && good && refused == sizeof(bad) / sizeof(bad[0]),
+	       "NEZHA_AGG_*: unset is off, good values read, %zu of %zu malformed refused",
+	       refused, sizeof(bad) / sizeof(bad[0]));
+}
+
+/* Each rank's settings for nzi_coll_agg_setup(), as if from its own
+ * environment. */
+struct setup_job {
+	struct tw_world w;
+	uint64_t job_id;
+	struct nzi_agg_env e[NR];
+	int parse_err[NR];
+	int ret[NR], fix_range[NR];
+	bool attached[NR], works[NR];
+};
+
+struct setup_arg {
+	struct setup_job *j;
+	int rank;
+	struct tw_ctx ctx;
+	pthread_t tid;
+};
+
+static void *setup_main(void *arg)
+{
+	struct setup_arg *sa = arg;
+	struct setup_job *j = sa->j;
+	int r = sa->rank;
+	struct nzi_coll_agg_stats st;
+	struct nz_comm *c = NULL;
+
+	if (nzi_coll_comm_new(&c, r, NR, &tw_xport, &sa->ctx)) {
+		j->ret[r] = -ENOMEM;
+		return NULL;
+	}
+	c->job_id = j->job_id;
+	j->ret[r] = nzi_coll_agg_setup(c, key, &j->e[r], j->parse_err[r]);
+	j->attached[r] = !nzi_coll_agg_stats(c, &st);
+	if (j->attached[r]) {
+		/* nzi_coll_agg_fix's range, then one allreduce through it all */
+		j->fix_range[r] = (nzi_coll_agg_fix(c, 1.5) == -EINVAL) +
+				  (nzi_coll_agg_fix(c, -0.1) == -EINVAL) +
+				  (nzi_coll_agg_fix(c, NAN) == -EINVAL);
+		if (!nzi_coll_agg_fix(c, 1)) {
+			int32_t x[256];
+
+			for (int i = 0; i < 256; i++)
+				x[i] = r + i;
+			j->works[r] = !nz_allreduce(c, x, x, 256, NZ_INT32, NZ_SUM) &&
+				      x[255] == NR * 255 + NR * (NR - 1) / 2 &&
+				      !nzi_coll_agg_stats(c, &st) && st.splits == 1;
+		}
+	} else {
+		j->fix_range[r] = nzi_coll_agg_fix(c, 0.5) == -ENOENT;
+	}
+	nz_comm_destroy(c);
+	return NULL;
+}
+
+static void setup_run(struct setup_job *j)
+{
+	struct setup_arg sa[NR];
+
+	j->job_id = next_job++;
+	tw_init(&j->w, NR, 20000);
+	for (int r = 0; r < NR; r++) {
+		sa[r] = (struct setup_arg){ .j = j, .rank = r, .ctx = { .w = &j->w, .rank = r } };
+		pthread_create(&sa[r].tid, NULL, setup_main, &sa[r]);
+	}
+	for (int r = 0; r < NR; r++)
+		pthread_join(sa[r].tid, NULL);
+	tw_destroy(&j->w);
+}
+
+static struct setup_job *setup_job(const struct agg_node *node)
+{
+	struct setup_job *j = calloc(1, sizeof(*j));
+
+	for (int r = 0; j && r < NR; r++)
+		j->e[r] = (struct nzi_agg_env){
+			.set = true, .host = "127.0.0.1", .port = ntohs(node->addr.sin_port),
+			.window = 16, .timeout_ms = 2000, .min_bytes = 0,
+		};
+	return j;
+}
+
+/* How many ranks returned ret, were attached (att), passed fix's checks. */
+static int count(const struct setup_job *j, int ret, bool att)
+{
+	int n = 0;
+
+	for (int r = 0; r < NR; r++)
+		n += j->ret[r] == ret && j->attached[r] == att && j->fix_range[r] == (att ? 3 : 1) &&
+		     j->works[r] == att;
+	if (n != NR)
+		for (int r = 0; r < NR; r++)
+			tap_diag("rank %d: %d, attached %d, fix %d, used %d", r, j->ret[r],
+				 j->attached[r], j->fix_range[r], j->works[r]);
+	return n;
+}
+
+static void test_setup(const struct agg_node *node)
+{
+	struct setup_job *good = setup_job(node), *bad = setup_job(node);
+	struct setup_job *differ = setup_job(node), *away = setup_job(node);
+
+	if (!good || !bad || !differ || !away) {
+		tap_ok(0, "set-up jobs allocated");
+		goto out;
+	}
+	setup_run(good);
+	tap_ok(count(good, 0, true) == NR,
+	       "NEZHA_AGG_NODE on every rank: the node attached on %d of %d ranks, its share used, nzi_coll_agg_fix refuses 1.5, -0.1, NaN",
+	       count(good, 0, true), NR);
+	bad->parse_err[2] = -EINVAL;
+	bad->e[2].set = false;
+	setup_run(bad);
+	tap_ok(count(bad, -EINVAL, false) == NR,
+	       "rank 2's NEZHA_AGG_* malformed: -EINVAL on %d of %d ranks, none attached, none waits for it",
+	       count(bad, -EINVAL, false), NR);
+	differ->e[1].min_bytes = 4 << 20;
+	setup_run(differ);
+	tap_ok(count(differ, -EINVAL, false) == NR,
+	       "rank 1's NEZHA_AGG_MIN differs: -EINVAL on %d of %d ranks, none attached",
+	       count(differ, -EINVAL, false), NR);
+	away->e[3].port = 9;	/* nothing listens there */
+	away->e[3].timeout_ms = 300;
+	setup_run(away);
+	tap_ok(count(away, 0, false) == NR,
+	       "rank 3 cannot reach the node: 0 on %d of %d ranks and the node off on all",
+	       count(away, 0, false), NR);
+out:
+	free(good);
+	free(bad);
+	free(differ);
+	free(away);
+}
+
 int main(void)
 {
 	struct aggd_cfg cfg;
 	struct agg_node node = { 0 };
 
-	tap_plan(20);
+	tap_plan(26);
 	for (size_t i = 0; i < sizeof(key); i++)
 		key[i] = (uint8_t)(i * 7 + 3);
 	cfg = node_cfg(0);
@@ -473,6 +695,9 @@ int main(void)
 	test_loss(&node);
 	test_one_rank_fails(&node);
 	test_fixed(&node);
+	test_spec();
+	test_env_parse();
+	test_setup(&node);
 	agg_node_stop(&node);
 	aggd_destroy(node.n);
 	test_cut();
