@@ -371,9 +371,40 @@ struct nzi_coll_agg_stats {
 	uint64_t splits;		/* allreduces split */
 	uint64_t agg_bytes, ring_bytes;	/* of those, bytes each way went */
 	uint64_t redos;			/* shares redone on the ring */
+	uint64_t probes;		/* the rails alone, measured */
 	bool off;			/* the node is no longer used */
+	bool paused;			/* splits were slower than the rails alone */
 	double rate_agg, rate_ring;	/* agreed estimates, bytes per us */
+	double scale;			/* the rates' share is scaled by this */
 };
+
+/*
+ * The cut (coll_agg.c, "The cut"): a pure function of what every rank
+ * holds alike, kept apart from the I/O so that a model can drive it.
+ */
+#define NZI_AGG_BUCKETS		48	/* log2 of an allreduce's bytes */
+
+struct nzi_agg_cut {
+	double rate_agg, rate_ring;	/* bytes per us, EWMA */
+	unsigned int samples;		/* split allreduces measured */
+	double scale;			/* (0, 1]: share = scale * rates' share */
+	bool paused;			/* split only to probe */
+	uint64_t eligible;		/* allreduces that could be split */
+	double alone[NZI_AGG_BUCKETS];	/* us per byte, the rails alone; 0: unknown */
+};
+
+/* What nzi_agg_cut_next() decided for one allreduce. */
+struct nzi_agg_choice {
+	double share;			/* of the elements, to the node */
+	bool measure;			/* agree on the times (split or probe) */
+};
+
+void nzi_agg_cut_init(struct nzi_agg_cut *c);
+/* The next eligible allreduce, of bytes bytes. */
+struct nzi_agg_choice nzi_agg_cut_next(struct nzi_agg_cut *c, size_t bytes);
+/* The agreed maxima of a measured one (agg_bytes 0: a probe). */
+void nzi_agg_cut_learn(struct nzi_agg_cut *c, uint64_t agg_bytes, uint64_t ring_bytes,
+		       int64_t t_agg_us, int64_t t_ring_us);
 
 /*
  * Use the node joined as agg for comm's allreduces from now on, sending

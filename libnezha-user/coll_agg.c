@@ -17,13 +17,11 @@
  * finished cannot know alone (another rank's may not have).
  *
  * The split k is a function of the arguments and of state every rank
- * holds alike -- the measured rates come from the agreements, which hand
+ * holds alike -- the measured times come from the agreements, which hand
  * every rank the same maxima -- so every rank cuts the same k without a
- * word exchanged.  Cold (fewer than NZI_AGG_WARM measured allreduces): half
- * and half.  Hot: k in proportion to the two measured rates, kept within
- * [5 %, 95 %] so that both paths stay measured.  An allreduce below
- * min_bytes is not split: the agreement costs a small allreduce of its
- * own, more than the node could save on a small one.
+ * word exchanged ("The cut" below).  An allreduce below min_bytes is not
+ * split: the agreement costs a small allreduce of its own, more than the
+ * node could save on a small one.
  *
  * The share runs in a thread of the communicator, which owns the node's
  * socket (agg_client.c is a loop with its own retransmission timers); the
@@ -48,6 +46,11 @@
 #define NZI_AGG_FMAX		0.95
 #define NZI_AGG_QUANTUM		1024	/* bytes: the node's payload per block */
 #define NZI_AGG_DEF_MIN		(1u << 20)
+#define NZI_AGG_PROBE_EVERY	16	/* eligible allreduces per probe */
+#define NZI_AGG_WORSE		1.05	/* a split this much slower: shrink */
+#define NZI_AGG_BETTER		0.95	/* this much faster: grow again */
+#define NZI_AGG_SHRINK		0.5
+#define NZI_AGG_GROW		1.25
 
 enum { NZI_AP_RUN, NZI_AP_AGREE, NZI_AP_REDO, NZI_AP_END };
 enum { NZI_AV_FAIL, NZI_AV_T_AGG, NZI_AV_T_RING, NZI_AV_LEN };
@@ -80,8 +83,7 @@ struct nzi_coll_agg {
 	bool stop;
 	/* Agreed state: the same on every rank. */
 	bool off;
-	double rate_agg, rate_ring;	/* bytes per microsecond */
-	unsigned int samples;
+	struct nzi_agg_cut cut;
 	size_t min_bytes;
 	double fixed;			/* > 0: this share, always (benchmarks) */
 	struct nzi_coll_agg_stats st;
@@ -139,6 +141,7 @@ int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_by
 		return -ENOMEM;
 	ca->agg = agg;
 	ca->min_bytes = min_bytes;
+	nzi_agg_cut_init(&ca->cut);
 	pthread_mutex_init(&ca->mu, NULL);
 	pthread_cond_init(&ca->work, NULL);
 	pthread_cond_init(&ca->done, NULL);
@@ -195,8 +198,10 @@ int nzi_coll_agg_stats(struct nz_comm *comm, struct nzi_coll_agg_stats *out)
 		return -ENOENT;
 	*out = ca->st;
 	out->off = ca->off;
-	out->rate_agg = ca->rate_agg;
-	out->rate_ring = ca->rate_ring;
+	out->paused = ca->cut.paused;
+	out->rate_agg = ca->cut.rate_agg;
+	out->rate_ring = ca->cut.rate_ring;
+	out->scale = ca->cut.scale;
 	return 0;
 }
 
@@ -206,26 +211,135 @@ static bool nzi_agg_supported(enum nz_dtype dt, enum nz_redop op)
 	       (op == NZ_SUM || op == NZ_AVG || op == NZ_MIN || op == NZ_MAX);
 }
 
-/* Elements of a for the node: 0 for none.  The same on every rank. */
-static size_t nzi_agg_share(const struct nzi_coll_agg *ca, const struct nzi_args *a)
+/*
+ * The cut.  Every input is agreed, so every rank computes the same.
+ *
+ * The rates rule: k/count = R_node / (R_node + R_rails), the two rates
+ * learnt (EWMA 1/4) from the agreed times of each part; half and half
+ * while cold (fewer than NZI_AGG_WARM measured splits); within [5 %, 95 %]
+ * so that both paths stay measured.  It is right when the two paths are
+ * independent (a switch aggregating, NICs of their own), and blind when
+ * they share what limits them (one CPU carrying both, as in TCG guests):
+ * both parts then end together wherever the cut is, any cut looks
+ * balanced, and a split can be slower than the rails alone.
+ *
+ * So a guard: every NZI_AGG_PROBE_EVERY eligible allreduces (and the first
+ * of each size, by powers of two, once warm) one is a *probe*: the rails
+ * alone, timed and agreed like a split.  A split whose agreed total time
+ * per byte is NZI_AGG_WORSE times the rails alone's at that size halves a
+ * scale on the rates' share; one NZI_AGG_BETTER times faster grows it
+ * again (up to 1).  Below the 5 % minimum the node is *paused*: allreduces
+ * are not split, except one at 5 % per NZI_AGG_PROBE_EVERY that tells
+ * whether it has become worth it again (faster than the rails alone at
+ * all: at 5 % it cannot gain more than 5 %).
+ */
+static unsigned int nzi_agg_bucket(uint64_t bytes)
 {
-	size_t es = nz_dtype_size(a->dtype), q = NZI_AGG_QUANTUM / es;
-	double f = 0.5;
+	unsigned int b = 0;
 
-	if (ca->off || a->coll != NZ_COLL_ALLREDUCE || !nzi_agg_supported(a->dtype, a->op) ||
-	    a->count * es < ca->min_bytes || !a->count)
-		return 0;
-	if (ca->fixed >= 1)
-		return a->count;
-	if (ca->fixed > 0)
-		return (size_t)(ca->fixed * (double)a->count) / q * q;
-	if (ca->samples >= NZI_AGG_WARM)
-		f = ca->rate_agg / (ca->rate_agg + ca->rate_ring);
+	while (bytes >>= 1)
+		b++;
+	return b < NZI_AGG_BUCKETS ? b : NZI_AGG_BUCKETS - 1;
+}
+
+static double nzi_agg_rates_share(const struct nzi_agg_cut *c)
+{
+	if (c->samples < NZI_AGG_WARM || c->rate_agg + c->rate_ring <= 0)
+		return 0.5;
+	return c->rate_agg / (c->rate_agg + c->rate_ring);
+}
+
+void nzi_agg_cut_init(struct nzi_agg_cut *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->scale = 1;
+}
+
+struct nzi_agg_choice nzi_agg_cut_next(struct nzi_agg_cut *c, size_t bytes)
+{
+	uint64_t n = c->eligible++;
+	double f;
+
+	if (c->samples < NZI_AGG_WARM)
+		return (struct nzi_agg_choice){ 0.5, true };
+	if (!c->alone[nzi_agg_bucket(bytes)] || n % NZI_AGG_PROBE_EVERY == 0)
+		return (struct nzi_agg_choice){ 0, true };
+	if (c->paused)
+		return n % NZI_AGG_PROBE_EVERY == NZI_AGG_PROBE_EVERY / 2 ?
+		       (struct nzi_agg_choice){ NZI_AGG_FMIN, true } :
+		       (struct nzi_agg_choice){ 0, false };
+	f = nzi_agg_rates_share(c) * c->scale;
 	if (f < NZI_AGG_FMIN)
 		f = NZI_AGG_FMIN;
 	if (f > NZI_AGG_FMAX)
 		f = NZI_AGG_FMAX;
-	return (size_t)(f * (double)a->count) / q * q;
+	return (struct nzi_agg_choice){ f, true };
+}
+
+static void nzi_agg_rate(double *rate, uint64_t bytes, int64_t us, bool first)
+{
+	double r = (double)bytes / (double)us;
+
+	*rate = first ? r : 0.75 * *rate + 0.25 * r;
+}
+
+void nzi_agg_cut_learn(struct nzi_agg_cut *c, uint64_t agg_bytes, uint64_t ring_bytes,
+		       int64_t t_agg_us, int64_t t_ring_us)
+{
+	uint64_t total = agg_bytes + ring_bytes;
+	int64_t t = t_agg_us > t_ring_us ? t_agg_us : t_ring_us;
+	double *alone = &c->alone[nzi_agg_bucket(total)], cost, f;
+
+	if (total < NZI_AGG_SAMPLE_MIN || t <= 0)
+		return;		/* latency, not rate */
+	cost = (double)t / (double)total;
+	if (!agg_bytes) {
+		*alone = *alone > 0 ? 0.75 * *alone + 0.25 * cost : cost;
+		return;
+	}
+	if (agg_bytes >= NZI_AGG_SAMPLE_MIN && ring_bytes >= NZI_AGG_SAMPLE_MIN &&
+	    t_agg_us > 0 && t_ring_us > 0) {
+		bool first = !c->samples;
+
+		nzi_agg_rate(&c->rate_agg, agg_bytes, t_agg_us, first);
+		nzi_agg_rate(&c->rate_ring, ring_bytes, t_ring_us, first);
+		c->samples++;
+	}
+	if (*alone <= 0)
+		return;
+	f = nzi_agg_rates_share(c);
+	if (cost > NZI_AGG_WORSE * *alone && !c->paused) {
+		c->scale *= NZI_AGG_SHRINK;
+		c->paused = f * c->scale < NZI_AGG_FMIN;
+	} else if (cost < (c->paused ? 1 : NZI_AGG_BETTER) * *alone) {
+		if (c->paused || f * c->scale < NZI_AGG_FMIN)
+			c->scale = NZI_AGG_FMIN / f;	/* from the probe's share */
+		c->paused = false;
+		c->scale *= NZI_AGG_GROW;
+		if (c->scale > 1)
+			c->scale = 1;
+	}
+}
+
+/* Elements of a for the node, and whether to measure: the same on every
+ * rank.  k 0 and measure: a probe of the rails alone. */
+static size_t nzi_agg_share(struct nzi_coll_agg *ca, const struct nzi_args *a, bool *measure)
+{
+	size_t es = nz_dtype_size(a->dtype), q = NZI_AGG_QUANTUM / es;
+	struct nzi_agg_choice ch;
+
+	*measure = false;
+	if (ca->off || a->coll != NZ_COLL_ALLREDUCE || !nzi_agg_supported(a->dtype, a->op) ||
+	    a->count * es < ca->min_bytes || !a->count)
+		return 0;
+	*measure = true;
+	if (ca->fixed >= 1)
+		return a->count;
+	if (ca->fixed > 0)
+		return (size_t)(ca->fixed * (double)a->count) / q * q;
+	ch = nzi_agg_cut_next(&ca->cut, a->count * es);
+	*measure = ch.measure;
+	return (size_t)(ch.share * (double)a->count) / q * q;
 }
 
 int nzi_agg_split(struct nzi_coll *c, struct nz_comm *comm, struct nzi_args *a,
@@ -233,12 +347,13 @@ int nzi_agg_split(struct nzi_coll *c, struct nz_comm *comm, struct nzi_args *a,
 {
 	struct nzi_coll_agg *ca = c->agg;
 	struct nzi_agg_part *p;
+	bool measure;
 	size_t k, es;
 
 	if (!ca || comm->size < 2)
 		return 0;
-	k = nzi_agg_share(ca, a);
-	if (!k)
+	k = nzi_agg_share(ca, a, &measure);
+	if (!measure)
 		return 0;
 	es = nz_dtype_size(a->dtype);
 	p = calloc(1, sizeof(*p));
@@ -250,7 +365,9 @@ int nzi_agg_split(struct nzi_coll *c, struct nz_comm *comm, struct nzi_args *a,
 	p->dtype = a->dtype;
 	p->op = a->op;
 	p->input = a->sendbuf;
-	if (a->sendbuf == a->recvbuf) {
+	if (!k) {
+		/* a probe: the rails alone, agreed on */
+	} else if (a->sendbuf == a->recvbuf) {
 		p->backup = malloc(p->bytes);
 		if (!p->backup) {
 			free(p);
@@ -278,6 +395,11 @@ void nzi_agg_start(struct nz_coll_request *req)
 	struct nzi_agg_part *p = req->agg;
 
 	p->t_start_us = nzi_now_us();
+	if (!p->count) {
+		ca->st.probes++;
+		p->done = true;		/* nothing for the node */
+		return;
+	}
 	ca->st.splits++;
 	ca->st.agg_bytes += p->bytes;
 	ca->st.ring_bytes += p->ring_bytes;
@@ -362,27 +484,12 @@ static int nzi_agg_launch(struct nz_coll_request *req, bool redo)
 	return ret;
 }
 
-static void nzi_agg_rate(double *rate, int64_t bytes, int64_t us, bool first)
-{
-	double r;
-
-	if (bytes < NZI_AGG_SAMPLE_MIN || us <= 0)
-		return;
-	r = (double)bytes / (double)us;
-	*rate = first ? r : 0.75 * *rate + 0.25 * r;
-}
-
 /* The agreed maxima: the same on every rank, so is what they teach. */
 static void nzi_agg_learn(struct nzi_coll_agg *ca, const struct nzi_agg_part *p)
 {
-	bool first = !ca->samples;
-
-	if (p->av_out[NZI_AV_FAIL] || p->bytes < NZI_AGG_SAMPLE_MIN ||
-	    p->ring_bytes < NZI_AGG_SAMPLE_MIN)
-		return;
-	nzi_agg_rate(&ca->rate_agg, (int64_t)p->bytes, p->av_out[NZI_AV_T_AGG], first);
-	nzi_agg_rate(&ca->rate_ring, (int64_t)p->ring_bytes, p->av_out[NZI_AV_T_RING], first);
-	ca->samples++;
+	if (!p->av_out[NZI_AV_FAIL] && !(ca->fixed > 0))
+		nzi_agg_cut_learn(&ca->cut, p->bytes, p->ring_bytes, p->av_out[NZI_AV_T_AGG],
+				  p->av_out[NZI_AV_T_RING]);
 }
 
 static bool nzi_agg_end(struct nz_coll_request *req, int err, const char *msg)

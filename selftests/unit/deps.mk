@@ -22,3 +22,5 @@ $(B)/unit/test_coll: selftests/unit/tw_xport.c selftests/unit/tw_xport.h
 # An allreduce split between the node (in a thread) and the ring.
 UNIT_DEPS_test_coll_agg := selftests/unit/tw_xport.c selftests/unit/agg_node.c tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c -lpthread
 $(B)/unit/test_coll_agg: selftests/unit/tw_xport.c selftests/unit/tw_xport.h selftests/unit/agg_node.c selftests/unit/agg_node.h tools/aggd_core.c tools/aggd_slot.c tools/aggd_run.c tools/aggd.h tools/aggd_int.h
+# The cut of a split allreduce, driven by models of the two paths.
+UNIT_DEPS_test_agg_cut := -lm
