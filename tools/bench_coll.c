@@ -914,10 +914,13 @@ static void nzb_agg_line(struct nzb_coll *b, struct nzi_coll_agg_stats *prev)
 		return;
 	agg = st.agg_bytes - prev->agg_bytes;
 	ring = st.ring_bytes - prev->ring_bytes;
-	printf("# agg: %llu allreduces split, %.1f %% of their bytes through the node, %llu redone%s\n",
+	printf("# agg: %llu allreduces split, %.1f %% of their bytes through the node, %llu redone, %llu probes of the rails alone%s%s\n",
 	       (unsigned long long)(st.splits - prev->splits),
 	       agg + ring ? 100.0 * (double)agg / (double)(agg + ring) : 0.0,
-	       (unsigned long long)(st.redos - prev->redos), st.off ? "; the node is off" : "");
+	       (unsigned long long)(st.redos - prev->redos),
+	       (unsigned long long)(st.probes - prev->probes),
+	       st.paused ? "; paused: splits were slower than the rails alone" : "",
+	       st.off ? "; the node is off" : "");
 	*prev = st;
 }
 

@@ -635,10 +635,11 @@ static void agg_check(struct nz_comm *c)
 		       getenv("NEZHA_AGG_NODE") ?: "");
 		return;
 	}
-	tap_diag("agg: %llu allreduces split, %llu bytes through the node, %llu on the rails, %llu redone; rates %.1f (node) and %.1f (rails) bytes/us",
+	tap_diag("agg: %llu allreduces split, %llu bytes through the node, %llu on the rails, %llu redone, %llu probes of the rails alone%s; rates %.1f (node) and %.1f (rails) bytes/us, scale %.3f",
 		 (unsigned long long)st.splits, (unsigned long long)st.agg_bytes,
-		 (unsigned long long)st.ring_bytes, (unsigned long long)st.redos, st.rate_agg,
-		 st.rate_ring);
+		 (unsigned long long)st.ring_bytes, (unsigned long long)st.redos,
+		 (unsigned long long)st.probes, st.paused ? ", paused (slower than the rails alone)" : "",
+		 st.rate_agg, st.rate_ring, st.scale);
 	if (redo)
 		tap_ok(st.splits > 0 && st.redos == 1 && st.off,
 		       "agg: the node stopped: one share redone on the rails, the node no longer used (%llu split, %llu redone)",
