@@ -38,8 +38,9 @@ coll_job leave3 29603 3 exit
 
 # The aggregation node (Documentation/aggregation.rst, "The split"):
 # nezha-aggd on guest 1's rail1 address, holding the run's job key; two
-# ranks (one per guest) split allreduces of 4 MiB between it and the
-# rails, each checked; then the node is stopped 3 s into a loop (on
+# ranks (one per guest), then four (two per guest), split allreduces of
+# 4 MiB between it and the rails, each checked; then the node is stopped
+# 3 s into a loop (on
 # guest 1): every allreduce still correct, the share that failed redone
 # on the rails on both ranks, none split after.  That loop fixes the share
 # (5 %): the measured cut may pause a node slower than the rails alone,
@@ -55,6 +56,8 @@ if [ "$NZ_NODE" = 1 ]; then
 fi
 NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((5000 * TS)) \
 	NZ_AGG_EXPECT=split coll_job agg2 29604 2 agg 4 $((4 << 20))
+NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((5000 * TS)) \
+	NZ_AGG_EXPECT=split coll_job agg4 29606 4 agg 4 $((4 << 20))
 NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((1000 * TS)) \
 	NEZHA_AGG_SHARE=0.05 NZ_AGG_EXPECT=redo coll_job aggstop2 29605 2 agg 8 $((4 << 20)) \
 	'3:[ "$NZ_NODE" != 1 ] || pkill -x nezha-aggd'
