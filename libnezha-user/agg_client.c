@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@ struct nzi_agg {
 	uint32_t handle;
 	uint16_t window;
 	bool broken;
+	atomic_bool cancel;		/* nzi_agg_cancel(), another thread */
 	uint64_t next_seq;		/* the job's next block */
 	struct nzi_hmac data;
 	struct nzi_agg_stats st;
@@ -182,6 +184,7 @@ int nzi_agg_join(const struct nzi_agg_cfg *cfg, struct nzi_agg **out)
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
+	atomic_init(&a->cancel, false);
 	a->cfg = *cfg;
 	a->cfg.key = NULL;
 	if (!a->cfg.rto_ms)
@@ -356,6 +359,9 @@ static int xfer_run(struct nzi_agg *a, struct agg_xfer *x)
 		bool timed_out = false;
 		ssize_t n;
 
+		if (atomic_load_explicit(&a->cancel, memory_order_relaxed))
+			return -ECANCELED;
+
 		while (x->hi < x->nblocks && x->hi - x->lo < a->window) {
 			a->done[x->hi % a->window] = false;
 			if ((ret = send_block(a, x, x->hi++, false)))
@@ -426,6 +432,12 @@ int nzi_agg_allreduce(struct nzi_agg *a, void *buf, size_t count, enum nz_dtype 
 	if (op == NZ_AVG)
 		return nz_reduce_finish_avg(buf, count, dtype, a->cfg.nranks);
 	return 0;
+}
+
+void nzi_agg_cancel(struct nzi_agg *a)
+{
+	if (a)
+		atomic_store(&a->cancel, true);
 }
 
 unsigned int nzi_agg_window(const struct nzi_agg *a)

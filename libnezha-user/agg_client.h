@@ -60,10 +60,18 @@ int nzi_agg_join(const struct nzi_agg_cfg *cfg, struct nzi_agg **out);
  * NZ_MIN, NZ_MAX or NZ_AVG (the sum, divided here).  Returns 0, -EINVAL,
  * -EOPNOTSUPP (another dtype or op), -ETIMEDOUT (no progress for
  * timeout_ms: the node or a rank is gone; buf is then partly reduced and
- * the struct is of no further use: -EPIPE) or a socket's -errno.
+ * the struct is of no further use: -EPIPE), -ECANCELED (nzi_agg_cancel(),
+ * the same) or a socket's -errno.
  */
 int nzi_agg_allreduce(struct nzi_agg *a, void *buf, size_t count, enum nz_dtype dtype,
 		      enum nz_redop op);
+
+/*
+ * From another thread: the allreduce under way (and any later) ends with
+ * -ECANCELED within a retransmission timeout (at most 200 ms), instead
+ * of waiting out timeout_ms for a node that does not answer.
+ */
+void nzi_agg_cancel(struct nzi_agg *a);
 
 /* The window the node granted (slots of the job). */
 unsigned int nzi_agg_window(const struct nzi_agg *a);

@@ -157,8 +157,9 @@ int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_by
 	return 0;
 }
 
-/* Stop the worker (a share under way finishes or times out first) and
- * close the node's client.  Shares still queued end with -ECANCELED. */
+/* Stop the worker (a share under way ends within a retransmission
+ * timeout) and close the node's client.  Shares still queued, and the one
+ * under way, end with -ECANCELED. */
 void nzi_coll_agg_release(struct nzi_coll *c)
 {
 	struct nzi_coll_agg *ca = c->agg;
@@ -169,6 +170,7 @@ void nzi_coll_agg_release(struct nzi_coll *c)
 	ca->stop = true;
 	pthread_cond_broadcast(&ca->work);
 	pthread_mutex_unlock(&ca->mu);
+	nzi_agg_cancel(ca->agg);	/* a share under way: not its timeout */
 	pthread_join(ca->tid, NULL);
 	nzi_agg_close(ca->agg);
 	pthread_cond_destroy(&ca->done);

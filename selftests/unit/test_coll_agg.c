@@ -19,6 +19,7 @@
  *   place already): every allreduce exact, the failed share redone on the
  *   ring on every rank, the node no longer used;
  * - one rank's share fails while the others' succeed: all redo it;
+ * - a share cancelled (as nz_comm_destroy() does) ends at once;
  * - the NEZHA_AGG_* settings: malformed values refused; a rank whose
  *   settings are malformed or differ fails every rank's set-up alike, a
  *   node one rank cannot reach leaves it off on every rank.
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agg_client.h"
@@ -471,6 +473,61 @@ static void test_one_rank_fails(struct agg_node *node)
 	       (unsigned long long)j.st[3].redos);
 }
 
+struct cancel_arg {
+	struct nzi_agg *a;
+	float *buf;
+	int ret;
+	double t_end;
+};
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void *cancel_main(void *arg)
+{
+	struct cancel_arg *ca = arg;
+
+	ca->ret = nzi_agg_allreduce(ca->a, ca->buf, 65536, NZ_FLOAT32, NZ_SUM);
+	ca->t_end = mono_s();
+	return NULL;
+}
+
+/*
+ * A share waiting for a rank that never comes (rank 1 of 2 never joins),
+ * cancelled from another thread, as nz_comm_destroy() does: it ends with
+ * -ECANCELED at once, not after the client's 10 s timeout.
+ */
+static void test_cancel(struct agg_node *node)
+{
+	struct nzi_agg_cfg cfg = {
+		.node = (const struct sockaddr *)&node->addr, .node_len = sizeof(node->addr),
+		.key = key, .job_id = next_job++, .rank = 0, .nranks = 2, .window = 16,
+		.timeout_ms = 10000,
+	};
+	struct cancel_arg ca = { .buf = calloc(65536, sizeof(float)) };
+	double t_cancel = 0;
+	pthread_t t;
+	int joined;
+
+	joined = ca.buf ? nzi_agg_join(&cfg, &ca.a) : -ENOMEM;
+	if (!joined && !pthread_create(&t, NULL, cancel_main, &ca)) {
+		usleep(300000);
+		t_cancel = mono_s();
+		nzi_agg_cancel(ca.a);
+		pthread_join(t, NULL);
+	}
+	tap_ok(!joined && ca.ret == -ECANCELED && ca.t_end - t_cancel < 0.5,
+	       "a share waiting for a rank that never comes, cancelled: -ECANCELED %.3f s after (%d, the timeout 10 s)",
+	       ca.t_end - t_cancel, ca.ret);
+	nzi_agg_close(ca.a);
+	free(ca.buf);
+}
+
 static void test_spec(void)
 {
 	static const struct { const char *spec, *host; unsigned int port; } good[] = {
@@ -693,7 +750,7 @@ int main(void)
 	struct aggd_cfg cfg;
 	struct agg_node node = { 0 };
 
-	tap_plan(26);
+	tap_plan(27);
 	for (size_t i = 0; i < sizeof(key); i++)
 		key[i] = (uint8_t)(i * 7 + 3);
 	cfg = node_cfg(0);
@@ -706,6 +763,7 @@ int main(void)
 	test_loss(&node);
 	test_one_rank_fails(&node);
 	test_fixed(&node);
+	test_cancel(&node);
 	test_spec();
 	test_env_parse();
 	test_setup(&node);
