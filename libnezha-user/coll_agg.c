@@ -729,7 +729,15 @@ int nzi_coll_agg_setup(struct nz_comm *comm, const uint8_t *key, const struct nz
 	if (comm->size < 2)
 		return parse_err;
 	if (!parse_err) {
+		/* Attached before the agreement, so that a rank that cannot
+		 * attach (memory, a thread) says so in it. */
 		agg = nzi_agg_env_join(comm, key, e);
+		if (agg && (ret = nzi_coll_agg_attach(comm, agg, e->min_bytes))) {
+			nzi_log(true, comm->rank, "NEZHA_AGG_NODE: cannot attach the node: %s: not using it",
+				strerror(-ret));
+			nzi_agg_close(agg);
+			agg = NULL;
+		}
 		v[NZI_AE_JOIN] = agg ? NZI_AJ_JOINED : NZI_AJ_OFF;
 		v[NZI_AE_MIN] = (int64_t)e->min_bytes;
 		v[NZI_AE_NMIN] = -(int64_t)e->min_bytes;
@@ -747,20 +755,14 @@ int nzi_coll_agg_setup(struct nz_comm *comm, const uint8_t *key, const struct nz
 		      nzi_error(-EINVAL, "NEZHA_AGG_*: malformed on another rank (see its message)");
 	else if (!ret && (v[NZI_AE_MIN] != -v[NZI_AE_NMIN] || v[NZI_AE_SHARE] != -v[NZI_AE_NSHARE]))
 		ret = nzi_error(-EINVAL, "NEZHA_AGG_MIN or NEZHA_AGG_SHARE: the ranks' values differ");
-	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_JOINED) {
-		ret = nzi_coll_agg_attach(comm, agg, e->min_bytes);
-		if (ret) {
-			nzi_agg_close(agg);
-			return ret;
-		}
-		ret = e->share > 0 ? nzi_coll_agg_fix(comm, e->share) : 0;
-		if (ret)
-			nzi_coll_agg_release(comm->coll);	/* closes agg */
-		return ret;
-	}
+	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_JOINED && e->share > 0)
+		ret = nzi_coll_agg_fix(comm, e->share);
+	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_JOINED)
+		return 0;
 	if (!ret)
 		nzi_log(comm->verbose, comm->rank, "NEZHA_AGG_NODE: a rank could not join: the aggregation rail is off");
-	nzi_agg_close(agg);
+	if (agg)
+		nzi_coll_agg_release(comm->coll);	/* closes agg */
 	return ret;
 }
 

@@ -616,9 +616,11 @@ static void test_env_parse(void)
  * environment. */
 struct setup_job {
 	struct tw_world w;
+	const struct agg_node *node;
 	uint64_t job_id;
 	struct nzi_agg_env e[NR];
 	int parse_err[NR];
+	bool taken[NR];			/* a node attached before: -EEXIST */
 	int ret[NR], fix_range[NR];
 	bool attached[NR], works[NR];
 };
@@ -643,6 +645,23 @@ static void *setup_main(void *arg)
 		return NULL;
 	}
 	c->job_id = j->job_id;
+	if (j->taken[r]) {
+		/* this rank's attach fails (-EEXIST), as it would without
+		 * memory or a thread */
+		struct nzi_agg_cfg cfg = {
+			.node = (const struct sockaddr *)&j->node->addr,
+			.node_len = sizeof(j->node->addr), .key = key, .job_id = j->job_id + 1000,
+			.rank = 0, .nranks = 2, .window = 16, .timeout_ms = 2000,
+		};
+		struct nzi_agg *other = NULL;
+
+		if (nzi_agg_join(&cfg, &other) || nzi_coll_agg_attach(c, other, 0)) {
+			nzi_agg_close(other);
+			j->ret[r] = -ENOTCONN;
+			nz_comm_destroy(c);
+			return NULL;
+		}
+	}
 	j->ret[r] = nzi_coll_agg_setup(c, key, &j->e[r], j->parse_err[r]);
 	j->attached[r] = !nzi_coll_agg_stats(c, &st);
 	if (j->attached[r]) {
@@ -685,6 +704,8 @@ static struct setup_job *setup_job(const struct agg_node *node)
 {
 	struct setup_job *j = calloc(1, sizeof(*j));
 
+	if (j)
+		j->node = node;
 	for (int r = 0; j && r < NR; r++)
 		j->e[r] = (struct nzi_agg_env){
 			.set = true, .host = "127.0.0.1", .port = ntohs(node->addr.sin_port),
@@ -712,8 +733,10 @@ static void test_setup(const struct agg_node *node)
 {
 	struct setup_job *good = setup_job(node), *bad = setup_job(node);
 	struct setup_job *differ = setup_job(node), *away = setup_job(node);
+	struct setup_job *taken = setup_job(node);
+	int off = 0;
 
-	if (!good || !bad || !differ || !away) {
+	if (!good || !bad || !differ || !away || !taken) {
 		tap_ok(0, "set-up jobs allocated");
 		goto out;
 	}
@@ -738,11 +761,19 @@ static void test_setup(const struct agg_node *node)
 	tap_ok(count(away, 0, false) == NR,
 	       "rank 3 cannot reach the node: 0 on %d of %d ranks and the node off on all",
 	       count(away, 0, false), NR);
+	taken->taken[2] = true;
+	setup_run(taken);
+	for (int r = 0; r < NR; r++)
+		off += !taken->ret[r] && (r == 2 || !taken->attached[r]);
+	tap_ok(off == NR,
+	       "rank 2 cannot attach the node (-EEXIST): 0 on %d of %d ranks, the node off on the others",
+	       off, NR);
 out:
 	free(good);
 	free(bad);
 	free(differ);
 	free(away);
+	free(taken);
 }
 
 int main(void)
@@ -750,7 +781,7 @@ int main(void)
 	struct aggd_cfg cfg;
 	struct agg_node node = { 0 };
 
-	tap_plan(27);
+	tap_plan(28);
 	for (size_t i = 0; i < sizeof(key); i++)
 		key[i] = (uint8_t)(i * 7 + 3);
 	cfg = node_cfg(0);
