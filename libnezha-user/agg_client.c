@@ -46,7 +46,7 @@ struct nzi_agg {
 	bool broken;
 	atomic_bool cancel;		/* nzi_agg_cancel(), another thread */
 	uint64_t next_seq;		/* the job's next block */
-	struct nzi_hmac data;
+	struct nza_data_key data;
 	struct nzi_agg_stats st;
 	uint64_t tx_n, rx_n;		/* for the drop hooks */
 	int64_t *deadline;		/* per slot of the window: resend at (us) */

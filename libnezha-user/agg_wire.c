@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agg_wire.h"
+#include "mac.h"
 #include "bytes.h"
 
 static const char nza_label_key_id[] = "nezha agg key id";
@@ -299,9 +300,9 @@ void nza_refuse_mac(const uint8_t *key, const uint8_t *join_nonce, const uint8_t
 }
 
 void nza_data_key(const uint8_t *key, uint64_t job_id, const uint8_t *session,
-		  struct nzi_hmac *ctx)
+		  struct nza_data_key *dk)
 {
-	uint8_t id[8], dkey[NZI_SHA256_LEN];
+	uint8_t id[8];
 	struct nzi_hmac m;
 
 	nzi_put_be64(id, job_id);
@@ -309,36 +310,39 @@ void nza_data_key(const uint8_t *key, uint64_t job_id, const uint8_t *session,
 	nzi_hmac_update(&m, nza_label_data, sizeof(nza_label_data));
 	nzi_hmac_update(&m, id, sizeof(id));
 	nzi_hmac_update(&m, session, NZA_NONCE_LEN);
-	nzi_hmac_final(&m, dkey);
-	nzi_hmac_init(ctx, dkey, sizeof(dkey));
-	nzi_wipe(dkey, sizeof(dkey));
+	nzi_hmac_final(&m, dk->k);
+	nzi_wipe(&m, sizeof(m));
 }
 
-static void data_mac(const struct nzi_hmac *ctx, const uint8_t *pkt, size_t len,
-		     uint8_t mac[NZI_SHA256_LEN])
+static void data_mac(const struct nza_data_key *dk, const uint8_t *pkt, size_t len,
+		     uint8_t mac[NZI_POLY1305_TAG_LEN])
 {
-	struct nzi_hmac m = *ctx;
+	uint8_t otk[NZI_POLY1305_KEY_LEN];
+	struct nzi_poly1305 p;
 
-	nzi_hmac_update(&m, pkt, 32);
-	nzi_hmac_update(&m, pkt + NZA_DATA_HDR_LEN, len - NZA_DATA_HDR_LEN);
-	nzi_hmac_final(&m, mac);
+	nzi_blake2s(otk, sizeof(otk), dk->k, sizeof(dk->k), pkt, 32);
+	nzi_poly1305_init(&p, otk);
+	nzi_poly1305_update(&p, pkt, 32);
+	nzi_poly1305_update(&p, pkt + NZA_DATA_HDR_LEN, len - NZA_DATA_HDR_LEN);
+	nzi_poly1305_final(&p, mac);
+	nzi_wipe(otk, sizeof(otk));
 }
 
-void nza_data_seal(const struct nzi_hmac *ctx, uint8_t *pkt, size_t len)
+void nza_data_seal(const struct nza_data_key *dk, uint8_t *pkt, size_t len)
 {
-	uint8_t mac[NZI_SHA256_LEN];
+	uint8_t mac[NZI_POLY1305_TAG_LEN];
 
-	data_mac(ctx, pkt, len, mac);
+	data_mac(dk, pkt, len, mac);
 	memcpy(pkt + 32, mac, NZA_DATA_MAC_LEN);
 }
 
-bool nza_data_mac_ok(const struct nzi_hmac *ctx, const uint8_t *pkt, size_t len)
+bool nza_data_mac_ok(const struct nza_data_key *dk, const uint8_t *pkt, size_t len)
 {
-	uint8_t mac[NZI_SHA256_LEN];
+	uint8_t mac[NZI_POLY1305_TAG_LEN];
 
 	if (len < NZA_DATA_HDR_LEN)
 		return false;
-	data_mac(ctx, pkt, len, mac);
+	data_mac(dk, pkt, len, mac);
 	return nzi_mac_equal(mac, pkt + 32, NZA_DATA_MAC_LEN);
 }
 

@@ -54,7 +54,7 @@ struct aggd_job {
 	uint16_t nranks, nslots, njoined, nleft;
 	unsigned int base;		/* first slot of the job's range */
 	uint8_t session[NZA_NONCE_LEN];
-	struct nzi_hmac data;		/* keyed with the job's data key */
+	struct nza_data_key data;	/* the session's data key */
 	uint64_t last_ns;		/* last authentic packet */
 	struct aggd_rank *ranks;	/* NZA_MAX_RANKS entries */
 };

@@ -59,7 +59,7 @@ struct vrank {
 	struct nza_accept acc;
 	struct nza_refuse ref;
 	bool accepted, refused, refuse_mac_ok;
-	struct nzi_hmac ctx;
+	struct nza_data_key ctx;
 };
 
 static void cfg_init(struct aggd_cfg *c, unsigned int slots, unsigned int jobs)
