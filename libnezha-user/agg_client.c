@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "agg_client.h"
@@ -36,6 +37,7 @@
 #include "reduce.h"
 
 #define NZA_RTO_MAX_US	200000
+#define NZA_BATCH	32	/* packets per sendmmsg / recvmmsg */
 
 struct nzi_agg {
 	struct nzi_agg_cfg cfg;
@@ -56,6 +58,11 @@ struct nzi_agg {
 	int64_t srtt, rttvar, rto;	/* us; srtt 0: no sample yet */
 	int64_t backed_off;		/* us: when rto last doubled */
 	uint8_t pkt[NZA_PKT_MAX + 1];
+	/* Data packets go out, and results come in, in batches. */
+	unsigned int ntx;
+	size_t txlen[NZA_BATCH];
+	uint8_t txb[NZA_BATCH][NZA_PKT_MAX];
+	uint8_t rxb[NZA_BATCH][NZA_PKT_MAX + 1];
 };
 
 static int send_pkt(struct nzi_agg *a, size_t len)
@@ -263,12 +270,43 @@ static uint16_t block_count(const struct agg_xfer *x, size_t i)
 	return (uint16_t)(left < x->per ? left : x->per);
 }
 
+/* Send the data packets queued: one sendmmsg for up to NZA_BATCH. */
+static int flush_tx(struct nzi_agg *a)
+{
+	struct mmsghdr msgs[NZA_BATCH];
+	struct iovec iov[NZA_BATCH];
+	unsigned int done = 0;
+
+	for (unsigned int i = 0; i < a->ntx; i++) {
+		iov[i] = (struct iovec){ a->txb[i], a->txlen[i] };
+		msgs[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
+	}
+	while (done < a->ntx) {
+		int n = sendmmsg(a->fd, msgs + done, a->ntx - done, 0);
+
+		if (n > 0) {
+			done += (unsigned int)n;
+		} else if (n < 0 && errno == EINTR) {
+			continue;
+		} else if (n < 0 && errno != ECONNREFUSED && errno != ENOBUFS &&
+			   errno != EAGAIN) {
+			a->ntx = 0;
+			return -errno;
+		} else {
+			done++;	/* a packet the network lost: sent again later */
+		}
+	}
+	a->ntx = 0;
+	return 0;
+}
+
 static int send_block(struct nzi_agg *a, const struct agg_xfer *x, size_t i, bool again)
 {
+	uint8_t *pkt = a->txb[a->ntx];
 	struct nza_data d = {
 		.type = NZA_DATA, .handle = a->handle, .rank = a->cfg.rank,
 		.count = block_count(x, i), .dtype = x->dtype, .op = x->op, .seq = x->base + i,
-		.payload = a->pkt + NZA_DATA_HDR_LEN,
+		.payload = pkt + NZA_DATA_HDR_LEN,
 	};
 	int64_t now = nzi_now_us();
 	size_t len;
@@ -285,10 +323,48 @@ static int send_block(struct nzi_agg *a, const struct agg_xfer *x, size_t i, boo
 		a->st.drop_injected++;
 		return 0;
 	}
-	nza_to_wire(a->pkt + NZA_DATA_HDR_LEN, x->buf + i * x->per * x->esize, d.count, x->esize);
-	len = nza_encode_data(a->pkt, &d);
-	nza_data_seal(&a->data, a->pkt, len);
-	return send_pkt(a, len);
+	nza_to_wire(pkt + NZA_DATA_HDR_LEN, x->buf + i * x->per * x->esize, d.count, x->esize);
+	len = nza_encode_data(pkt, &d);
+	nza_data_seal(&a->data, pkt, len);
+	a->txlen[a->ntx++] = len;
+	return a->ntx == NZA_BATCH ? flush_tx(a) : 0;
+}
+
+/*
+ * Wait up to ms for results: up to NZA_BATCH datagrams into a->rxb, their
+ * lengths in len[]; how many (0 on timeout) or -errno.
+ */
+static int recv_batch(struct nzi_agg *a, int ms, size_t len[NZA_BATCH])
+{
+	struct pollfd p = { .fd = a->fd, .events = POLLIN };
+	struct mmsghdr msgs[NZA_BATCH];
+	struct iovec iov[NZA_BATCH];
+	int n;
+
+	for (unsigned int i = 0; i < NZA_BATCH; i++) {
+		iov[i] = (struct iovec){ a->rxb[i], sizeof(a->rxb[i]) };
+		msgs[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
+	}
+	for (;;) {
+		n = recvmmsg(a->fd, msgs, NZA_BATCH, MSG_DONTWAIT, NULL);
+		if (n > 0)
+			break;
+		if (n < 0 && (errno == ECONNREFUSED || errno == EINTR))
+			continue;	/* an ICMP error of an earlier send */
+		if (n < 0 && errno != EAGAIN)
+			return -errno;
+		if (ms <= 0)
+			return 0;
+		n = poll(&p, 1, ms);
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n <= 0)
+			return 0;
+		ms = 0;		/* readable: take what is there */
+	}
+	for (int i = 0; i < n; i++)
+		len[i] = msgs[i].msg_len;
+	return n;
 }
 
 /* RFC 6298's estimator, in microseconds. */
@@ -316,17 +392,17 @@ static void rtt_sample(struct nzi_agg *a, int64_t r)
 	a->st.rto_us = (uint64_t)a->rto;
 }
 
-/* A datagram of len bytes in a->pkt: the result of an outstanding block? */
-static void take_result(struct nzi_agg *a, struct agg_xfer *x, size_t len)
+/* A datagram of len bytes in pkt: the result of an outstanding block? */
+static void take_result(struct nzi_agg *a, struct agg_xfer *x, const uint8_t *pkt, size_t len)
 {
 	struct nza_data d;
 	size_t i;
 
-	if (nza_decode_data(a->pkt, len, &d) || d.type != NZA_RESULT || d.handle != a->handle) {
+	if (nza_decode_data(pkt, len, &d) || d.type != NZA_RESULT || d.handle != a->handle) {
 		a->st.drop_malformed++;
 		return;
 	}
-	if (!nza_data_mac_ok(&a->data, a->pkt, len)) {
+	if (!nza_data_mac_ok(&a->data, pkt, len)) {
 		a->st.drop_mac++;
 		return;
 	}
@@ -356,8 +432,9 @@ static int xfer_run(struct nzi_agg *a, struct agg_xfer *x)
 
 	while (x->lo < x->nblocks) {
 		int64_t now = nzi_now_us(), next = now + a->rto;
+		size_t len[NZA_BATCH];
 		bool timed_out = false;
-		ssize_t n;
+		int n;
 
 		if (atomic_load_explicit(&a->cancel, memory_order_relaxed))
 			return -ECANCELED;
@@ -389,11 +466,13 @@ static int xfer_run(struct nzi_agg *a, struct agg_xfer *x)
 			a->backed_off = now;
 			a->st.rto_us = (uint64_t)a->rto;
 		}
-		n = recv_pkt(a, (int)((next - now + 999) / 1000));
+		if ((ret = flush_tx(a)))
+			return ret;
+		n = recv_batch(a, (int)((next - now + 999) / 1000), len);
 		if (n < 0)
-			return (int)n;
-		if (n > 0)
-			take_result(a, x, (size_t)n);
+			return n;
+		for (int k = 0; k < n; k++)
+			take_result(a, x, a->rxb[k], len[k]);
 		if (a->done[x->lo % a->window])
 			progress = nzi_now_us();
 		while (x->lo < x->hi && a->done[x->lo % a->window])

@@ -101,18 +101,30 @@ void aggd_stats_print(const struct aggd *n, FILE *f);
 
 /* ---- aggd_run.c: the node on a UDP socket ---- */
 
+#define AGGD_TX_BATCH	64
+
 struct aggd_udp {
 	int fd;
-	uint64_t tx_errors;		/* sendto failed: the packet is lost */
+	uint64_t tx_errors;		/* a send failed: the packet is lost */
 	uint64_t loops, batches;	/* poll wake-ups, recvmmsg batches */
+	uint64_t tx_batches;		/* sendmmsg calls */
+	/* Answers queued by aggd_udp_send(), sent by aggd_udp_flush(). */
+	unsigned int ntx;
+	struct aggd_addr tx_to[AGGD_TX_BATCH];
+	size_t tx_len[AGGD_TX_BATCH];
+	uint8_t tx_buf[AGGD_TX_BATCH][NZA_PKT_MAX];
 };
 
 /* Bind a UDP socket to bind_addr (NULL: every address) and port (0: any);
  * 0 or -errno.  The port bound: aggd_udp_port(). */
 int aggd_udp_open(struct aggd_udp *u, const char *bind_addr, uint16_t port);
 uint16_t aggd_udp_port(const struct aggd_udp *u);
-/* The send callback for aggd_create(): arg is the struct aggd_udp. */
+/* The send callback for aggd_create(): arg is the struct aggd_udp.  The
+ * packet is queued (copied) and goes with the next aggd_udp_flush(), or
+ * at once when the queue is full. */
 void aggd_udp_send(void *arg, const struct aggd_addr *to, const uint8_t *buf, size_t len);
+/* Send what is queued, in as few system calls as sendmmsg() allows. */
+void aggd_udp_flush(struct aggd_udp *u);
 
 struct aggd_run_opts {
 	atomic_int *stop;		/* non-zero: return */

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * nezha-aggd: the core on a UDP socket.  One thread, one socket: batches
- * of datagrams (recvmmsg) go through aggd_input() in order; every answer
- * is sent at once with MSG_DONTWAIT, so that a full socket buffer loses a
- * packet (counted, the protocol retransmits) and never stalls the node.
+ * of datagrams (recvmmsg) go through aggd_input() in order; the answers
+ * they make are queued and sent after each batch in one sendmmsg (a
+ * result goes to every rank of the job: one system call, not one per
+ * rank), with MSG_DONTWAIT, so that a full socket buffer loses a packet
+ * (counted, the protocol retransmits) and never stalls the node.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -69,12 +71,50 @@ uint16_t aggd_udp_port(const struct aggd_udp *u)
 	return ntohs(a.u.sa.sa_family == AF_INET6 ? a.u.in6.sin6_port : a.u.in.sin_port);
 }
 
+void aggd_udp_flush(struct aggd_udp *u)
+{
+	struct mmsghdr msgs[AGGD_TX_BATCH];
+	struct iovec iov[AGGD_TX_BATCH];
+	unsigned int done = 0;
+
+	for (unsigned int i = 0; i < u->ntx; i++) {
+		iov[i] = (struct iovec){ u->tx_buf[i], u->tx_len[i] };
+		msgs[i].msg_hdr = (struct msghdr){
+			.msg_name = &u->tx_to[i].u, .msg_namelen = u->tx_to[i].len,
+			.msg_iov = &iov[i], .msg_iovlen = 1,
+		};
+	}
+	while (done < u->ntx) {
+		int sent = sendmmsg(u->fd, msgs + done, u->ntx - done, MSG_DONTWAIT);
+
+		u->tx_batches++;
+		if (sent > 0) {
+			done += (unsigned int)sent;
+			continue;
+		}
+		if (sent < 0 && errno == EINTR)
+			continue;
+		/* The first one failed (a full buffer, an ICMP error of an
+		 * earlier send): lost, as a network would lose it. */
+		u->tx_errors++;
+		done++;
+	}
+	u->ntx = 0;
+}
+
 void aggd_udp_send(void *arg, const struct aggd_addr *to, const uint8_t *buf, size_t len)
 {
 	struct aggd_udp *u = arg;
 
-	if (sendto(u->fd, buf, len, MSG_DONTWAIT, &to->u.sa, to->len) < 0)
+	if (len > sizeof(u->tx_buf[0])) {
 		u->tx_errors++;
+		return;
+	}
+	memcpy(u->tx_buf[u->ntx], buf, len);
+	u->tx_len[u->ntx] = len;
+	u->tx_to[u->ntx] = *to;
+	if (++u->ntx == AGGD_TX_BATCH)
+		aggd_udp_flush(u);
 }
 
 static int serve_batch(struct aggd *n, struct aggd_udp *u)
@@ -106,6 +146,7 @@ static int serve_batch(struct aggd *n, struct aggd_udp *u)
 			   msgs[i].msg_hdr.msg_flags & MSG_TRUNC ? sizeof(bufs[i]) : msgs[i].msg_len,
 			   now);
 	}
+	aggd_udp_flush(u);
 	return got;
 }
 
@@ -134,6 +175,7 @@ int aggd_run(struct aggd *n, struct aggd_udp *u, const struct aggd_run_opts *o)
 		now = now_ns();
 		if (now >= next_tick) {
 			aggd_tick(n, now);
+			aggd_udp_flush(u);
 			next_tick = now + 1000000000ull;
 		}
 		if (o->dump && atomic_exchange(o->dump, 0))
