@@ -2066,6 +2066,26 @@ static void gen_netlink(struct rng *r, uint64_t index)
 		if (cmd == NZ_CMD_RAIL_SET && rl && rl->orig)
 			nl_rail_reset(rl->name);
 		nl_repair(index);
+	} else if (priv && (cmd == NZ_CMD_RAIL_ADD || cmd == NZ_CMD_RAIL_DEL)) {
+		/*
+		 * No ACK asked for (or none in time, or lengths that lie): the
+		 * command may have taken effect without a word, so the rails
+		 * are read back.  A definite error that changed them anyway is
+		 * the module's fault.  (Until 2026-12-05 only ret 0 was read
+		 * back: a rail added without an ACK went uncounted, and every
+		 * RAIL_LIST after it "failed".)
+		 */
+		struct nz_rail_info info[NZ_MAX_RAILS];
+		int before = rails_existing();
+		uint32_t n;
+
+		if (!ioc_rail_list(info, NZ_MAX_RAILS, &n) && (int)n != before) {
+			if (ret < 0)
+				fail(index, "%s: failed (%s) but the rails went from %d to %u",
+				     what, errname(ret), before, n);
+			nl_changes++;
+			nl_repair(index);
+		}
 	}
 }
 
