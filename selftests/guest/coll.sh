@@ -58,6 +58,8 @@ NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((5000 * TS)) \
 	NZ_AGG_EXPECT=split coll_job agg2 29604 2 agg 4 $((4 << 20))
 NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((5000 * TS)) \
 	NZ_AGG_EXPECT=split coll_job agg4 29606 4 agg 4 $((4 << 20))
+# A malformed setting fails every rank's communicator at once (-EINVAL).
+NEZHA_AGG_NODE=$AGG NEZHA_AGG_WINDOW=0 coll_job aggbad 29607 2 refused
 NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((1000 * TS)) \
 	NEZHA_AGG_SHARE=0.05 NZ_AGG_EXPECT=redo coll_job aggstop2 29605 2 agg 8 $((4 << 20)) \
 	'3:[ "$NZ_NODE" != 1 ] || pkill -x nezha-aggd'

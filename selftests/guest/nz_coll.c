@@ -33,6 +33,9 @@
  *                         $NZ_AGG_EXPECT=split (allreduces split, none
  *                         redone) or redo (one share redone on the ring
  *                         after CMD stopped the node, none split after)
+ *   nz_coll refused        creating the communicator must fail with
+ *                         -EINVAL within 30 s (an environment wrong on
+ *                         purpose, such as a malformed NEZHA_AGG_*)
  */
 #include <errno.h>
 #include <stdio.h>
@@ -657,6 +660,20 @@ int main(int argc, char **argv)
 	struct nz_comm *c;
 	int ret;
 
+	if (!strcmp(mode, "refused")) {
+		/* The environment is wrong on purpose: creation must fail
+		 * with -EINVAL on every rank, at once, saying why. */
+		double t0 = now_s();
+
+		ret = nz_comm_init_env(&c);
+		tap_ok(ret == -EINVAL && now_s() - t0 < 30,
+		       "refused: creation failed with %d in %.1f s (%s)", ret, now_s() - t0,
+		       ret ? nz_last_error() : "created");
+		if (!ret)
+			nz_comm_destroy(c);
+		tap_plan(tap_n);
+		return tap_exit();
+	}
 	ret = nz_comm_init_env(&c);
 	if (!tap_ok(ret == 0, "communicator from the environment (%s)",
 		    ret ? nz_last_error() : "ok")) {
