@@ -954,7 +954,8 @@ static void check_cqe(const struct io_uring_cqe *c)
 	}
 	if (opt_verbose)
 		printf("# %" PRIu64 ": %s -> %s\n", e->index, e->desc, errname(c->res));
-	if (e->gone && e->comm_id && c->res == -EINVAL) {
+	if ((e->exact ? c->res != e->want : !allowed(e->mask, c->res)) &&
+	    e->gone && e->comm_id && c->res == -EINVAL) {
 		/*
 		 * Its communicator was destroyed after the command was
 		 * submitted: one not yet issued (IOSQE_ASYNC: io-wq issues it
