@@ -65,27 +65,42 @@ struct nzi_agg {
 	uint8_t rxb[NZA_BATCH][NZA_PKT_MAX + 1];
 };
 
-static int send_pkt(struct nzi_agg *a, size_t len)
+/* A send's errno that means a packet lost, as a network loses one: the
+ * protocol sends it again. */
+static bool send_lost(int err)
 {
-	if (send(a->fd, a->pkt, len, 0) < 0 && errno != ECONNREFUSED && errno != ENOBUFS &&
-	    errno != EAGAIN)
-		return -errno;
-	return 0;	/* a packet the network lost: the protocol sends it again */
+	return err == ECONNREFUSED || err == ENOBUFS || err == EAGAIN;
 }
 
-/* Wait up to ms for a datagram into a->pkt; its length, 0 on timeout. */
-static ssize_t recv_pkt(struct nzi_agg *a, int ms)
+static int send_pkt(struct nzi_agg *a, size_t len)
+{
+	if (send(a->fd, a->pkt, len, 0) < 0 && !send_lost(errno))
+		return -errno;
+	return 0;
+}
+
+/*
+ * Wait up to ms for datagrams: up to max (at most NZA_BATCH) into a->rxb,
+ * their lengths in len[]; how many (0 on timeout) or -errno.
+ */
+static int recv_batch(struct nzi_agg *a, int ms, size_t *len, unsigned int max)
 {
 	struct pollfd p = { .fd = a->fd, .events = POLLIN };
-	ssize_t n;
+	struct mmsghdr msgs[NZA_BATCH];
+	struct iovec iov[NZA_BATCH];
+	int n;
 
+	for (unsigned int i = 0; i < max; i++) {
+		iov[i] = (struct iovec){ a->rxb[i], sizeof(a->rxb[i]) };
+		msgs[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
+	}
 	for (;;) {
-		n = recv(a->fd, a->pkt, sizeof(a->pkt), MSG_DONTWAIT);
-		if (n >= 0)
-			return n;
-		if (errno == ECONNREFUSED || errno == EINTR)
+		n = recvmmsg(a->fd, msgs, max, MSG_DONTWAIT, NULL);
+		if (n > 0)
+			break;
+		if (n < 0 && (errno == ECONNREFUSED || errno == EINTR))
 			continue;	/* an ICMP error of an earlier send */
-		if (errno != EAGAIN)
+		if (n < 0 && errno != EAGAIN)
 			return -errno;
 		if (ms <= 0)
 			return 0;
@@ -95,6 +110,21 @@ static ssize_t recv_pkt(struct nzi_agg *a, int ms)
 		if (n <= 0)
 			return 0;
 	}
+	for (int i = 0; i < n; i++)
+		len[i] = msgs[i].msg_len;
+	return n;
+}
+
+/* Wait up to ms for a datagram into a->pkt; its length, 0 on timeout. */
+static ssize_t recv_pkt(struct nzi_agg *a, int ms)
+{
+	size_t len;
+	int n = recv_batch(a, ms, &len, 1);
+
+	if (n <= 0)
+		return n;
+	memcpy(a->pkt, a->rxb[0], len);
+	return (ssize_t)len;
 }
 
 static int refusal_errno(uint16_t reason)
@@ -288,8 +318,7 @@ static int flush_tx(struct nzi_agg *a)
 			done += (unsigned int)n;
 		} else if (n < 0 && errno == EINTR) {
 			continue;
-		} else if (n < 0 && errno != ECONNREFUSED && errno != ENOBUFS &&
-			   errno != EAGAIN) {
+		} else if (n < 0 && !send_lost(errno)) {
 			a->ntx = 0;
 			return -errno;
 		} else {
@@ -328,43 +357,6 @@ static int send_block(struct nzi_agg *a, const struct agg_xfer *x, size_t i, boo
 	nza_data_seal(&a->data, pkt, len);
 	a->txlen[a->ntx++] = len;
 	return a->ntx == NZA_BATCH ? flush_tx(a) : 0;
-}
-
-/*
- * Wait up to ms for results: up to NZA_BATCH datagrams into a->rxb, their
- * lengths in len[]; how many (0 on timeout) or -errno.
- */
-static int recv_batch(struct nzi_agg *a, int ms, size_t len[NZA_BATCH])
-{
-	struct pollfd p = { .fd = a->fd, .events = POLLIN };
-	struct mmsghdr msgs[NZA_BATCH];
-	struct iovec iov[NZA_BATCH];
-	int n;
-
-	for (unsigned int i = 0; i < NZA_BATCH; i++) {
-		iov[i] = (struct iovec){ a->rxb[i], sizeof(a->rxb[i]) };
-		msgs[i].msg_hdr = (struct msghdr){ .msg_iov = &iov[i], .msg_iovlen = 1 };
-	}
-	for (;;) {
-		n = recvmmsg(a->fd, msgs, NZA_BATCH, MSG_DONTWAIT, NULL);
-		if (n > 0)
-			break;
-		if (n < 0 && (errno == ECONNREFUSED || errno == EINTR))
-			continue;	/* an ICMP error of an earlier send */
-		if (n < 0 && errno != EAGAIN)
-			return -errno;
-		if (ms <= 0)
-			return 0;
-		n = poll(&p, 1, ms);
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		if (n <= 0)
-			return 0;
-		ms = 0;		/* readable: take what is there */
-	}
-	for (int i = 0; i < n; i++)
-		len[i] = msgs[i].msg_len;
-	return n;
 }
 
 /* RFC 6298's estimator, in microseconds. */
@@ -468,7 +460,7 @@ static int xfer_run(struct nzi_agg *a, struct agg_xfer *x)
 		}
 		if ((ret = flush_tx(a)))
 			return ret;
-		n = recv_batch(a, (int)((next - now + 999) / 1000), len);
+		n = recv_batch(a, (int)((next - now + 999) / 1000), len, NZA_BATCH);
 		if (n < 0)
 			return n;
 		for (int k = 0; k < n; k++)
