@@ -219,6 +219,9 @@ static int nz_comm_get_rails(struct nz_comm *comm,
 			return -ENODEV;
 		if (!net_eq(comm->rails[s]->net, net))
 			return -ENODEV;
+		/* An aggregation rail has no connections to peers. */
+		if (!comm->rails[s]->ops->conn_connect)
+			return -EPROTOTYPE;
 		for (t = 0; t < s; t++)
 			if (comm->rails[t] == comm->rails[s])
 				return -EINVAL;

@@ -19,7 +19,7 @@ void nz_fill_version(struct nz_version *v)
 	v->max_rails = NZ_MAX_RAILS;
 	v->features = NZ_FEAT_NOP | NZ_FEAT_NOP_DEFER | NZ_FEAT_P2P |
 		      NZ_FEAT_FIXED_BUF | NZ_FEAT_TCP | NZ_FEAT_CANCEL |
-		      NZ_FEAT_FRAME_MAC;
+		      NZ_FEAT_FRAME_MAC | NZ_FEAT_AGG_RAIL;
 	if (nz_transport_loaded(NZ_PROTO_RDMA))
 		v->features |= NZ_FEAT_RDMA;
 	strscpy(v->release, NZ_RELEASE, sizeof(v->release));
@@ -170,6 +170,10 @@ static int nz_nl_put_rail_stats(struct sk_buff *skb,
 		{ NZ_RSTAT_FAILOVERS, atomic64_read(&st->failovers) },
 		{ NZ_RSTAT_RESENT, atomic64_read(&st->resent) },
 		{ NZ_RSTAT_MAC_FAILURES, atomic64_read(&st->mac_failures) },
+		{ NZ_RSTAT_AGG_PROBES, atomic64_read(&st->agg_probes) },
+		{ NZ_RSTAT_AGG_ANSWERS, atomic64_read(&st->agg_answers) },
+		{ NZ_RSTAT_AGG_DROPPED, atomic64_read(&st->agg_dropped) },
+		{ NZ_RSTAT_AGG_LOST, atomic64_read(&st->agg_lost) },
 	};
 	struct nlattr *nest;
 	int i;
@@ -207,6 +211,12 @@ static int nz_nl_put_rail(struct sk_buff *skb, struct nz_rail *rail)
 	if (rail->gid_index != NZ_GID_INDEX_AUTO &&
 	    nla_put_u32(skb, NZ_A_RAIL_GID_INDEX, rail->gid_index))
 		return -EMSGSIZE;
+	if (rail->proto == NZ_PROTO_AGG &&
+	    (nla_put_in_addr(skb, NZ_A_RAIL_AGG_ADDR, rail->peer_addr) ||
+	     nla_put_u16(skb, NZ_A_RAIL_AGG_PORT, rail->peer_port) ||
+	     nla_put_u32(skb, NZ_A_RAIL_AGG_RTT_US,
+			 READ_ONCE(rail->peer_rtt_us))))
+		return -EMSGSIZE;
 	return 0;
 }
 
@@ -231,6 +241,9 @@ static void nz_nl_blame(struct genl_info *info, int err)
 		break;
 	case -EADDRINUSE:
 		attr = attrs[NZ_A_RAIL_PORT] ?: attrs[NZ_A_RAIL_ADDR];
+		break;
+	case -EDESTADDRREQ:
+		attr = attrs[NZ_A_RAIL_PROTO];
 		break;
 	default:
 		return;
@@ -279,6 +292,10 @@ static int nz_nl_rail_add(struct sk_buff *skb, struct genl_info *info)
 		cfg.weight = nla_get_u32(attrs[NZ_A_RAIL_WEIGHT]);
 	if (attrs[NZ_A_RAIL_FRAME_MAC])
 		cfg.frame_mac = nla_get_u8(attrs[NZ_A_RAIL_FRAME_MAC]);
+	if (attrs[NZ_A_RAIL_AGG_ADDR])
+		cfg.agg_addr = nla_get_in_addr(attrs[NZ_A_RAIL_AGG_ADDR]);
+	if (attrs[NZ_A_RAIL_AGG_PORT])
+		cfg.agg_port = nla_get_u16(attrs[NZ_A_RAIL_AGG_PORT]);
 
 	ret = nz_rail_add(genl_info_net(info), &cfg, info->extack);
 	if (ret)
@@ -426,7 +443,7 @@ static struct netlink_range_validation nz_gid_index_range = {
 static const struct nla_policy nz_rail_add_policy[NZ_A_MAX + 1] = {
 	[NZ_A_RAIL_NAME] = NZ_POLICY_RAIL_NAME,
 	[NZ_A_RAIL_PROTO] = NLA_POLICY_RANGE(NLA_U32, NZ_PROTO_TCP,
-					     NZ_PROTO_RDMA),
+					     NZ_PROTO_AGG),
 	[NZ_A_RAIL_DEV] = NLA_POLICY_VALIDATE_FN(NLA_NUL_STRING,
 						 nz_nl_check_dev),
 	[NZ_A_RAIL_ADDR] = { .type = NLA_BE32 },
@@ -438,6 +455,8 @@ static const struct nla_policy nz_rail_add_policy[NZ_A_MAX + 1] = {
 	[NZ_A_RAIL_GID_INDEX] = NLA_POLICY_FULL_RANGE(NLA_U32,
 						      &nz_gid_index_range),
 	[NZ_A_RAIL_FRAME_MAC] = NLA_POLICY_MAX(NLA_U8, 1),
+	[NZ_A_RAIL_AGG_ADDR] = { .type = NLA_BE32 },
+	[NZ_A_RAIL_AGG_PORT] = NLA_POLICY_MIN(NLA_U16, 1),
 };
 
 /* RAIL_DEL and RAIL_GET: a name, nothing else. */

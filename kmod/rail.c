@@ -24,6 +24,7 @@
 #include <linux/sysfs.h>
 #include <net/net_namespace.h>
 #include <net/netlink.h>
+#include <uapi/linux/nezha_netlink.h>
 #include "nezha.h"
 #include "frame_mac.h"
 #include "rail.h"
@@ -105,6 +106,8 @@ u32 nz_rail_state(const struct nz_rail *rail)
 		return NZ_RAIL_NO_LINK;
 	if (READ_ONCE(rail->failed))
 		return NZ_RAIL_FAILED;
+	if (READ_ONCE(rail->unreachable))
+		return NZ_RAIL_UNREACHABLE;
 	return NZ_RAIL_UP;
 }
 
@@ -137,7 +140,8 @@ static const struct nz_transport *nz_rail_transport(u32 proto,
 {
 	const struct nz_transport *ops;
 
-	if (proto != NZ_PROTO_TCP && proto != NZ_PROTO_RDMA) {
+	if (proto != NZ_PROTO_TCP && proto != NZ_PROTO_RDMA &&
+	    proto != NZ_PROTO_AGG) {
 		NL_SET_ERR_MSG(extack, "unknown rail protocol");
 		return ERR_PTR(-EINVAL);
 	}
@@ -150,6 +154,32 @@ static const struct nz_transport *nz_rail_transport(u32 proto,
 	return ops;
 }
 
+/* An agg rail: the node's address; its own port is the kernel's pick. */
+static int nz_rail_resolve_agg(struct nz_rail *rail,
+			       const struct nz_rail_cfg *cfg,
+			       struct netlink_ext_ack *extack)
+{
+	__be32 a = cfg->agg_addr;
+
+	if (!a) {
+		NL_SET_ERR_MSG(extack, "an agg rail needs its aggregator's address");
+		return -EDESTADDRREQ;
+	}
+	if (ipv4_is_multicast(a) || ipv4_is_lbcast(a) || ipv4_is_zeronet(a)) {
+		NL_SET_ERR_MSG(extack, "the aggregator must be a unicast address");
+		return -EINVAL;
+	}
+	if (cfg->port) {
+		NL_SET_ERR_MSG(extack,
+			       "an agg rail takes no port: its probes leave from one the kernel picks");
+		return -EINVAL;
+	}
+	rail->peer_addr = a;
+	rail->peer_port = cfg->agg_port ?: NZ_AGG_DEFAULT_PORT;
+	rail->port = 0;		/* set by rail_start() */
+	return 0;
+}
+
 /*
  * The protocol-specific part of the configuration: a transport that has
  * devices of its own resolves them (and may pin the address); for the
@@ -159,8 +189,18 @@ static int nz_rail_resolve_dev(struct nz_rail *rail,
 			       const struct nz_rail_cfg *cfg, __be32 *want,
 			       struct netlink_ext_ack *extack)
 {
+	int ret;
+
 	*want = cfg->addr;
 	rail->gid_index = NZ_GID_INDEX_AUTO;
+	if (rail->proto == NZ_PROTO_AGG) {
+		ret = nz_rail_resolve_agg(rail, cfg, extack);
+		if (ret)
+			return ret;
+	} else if (cfg->agg_addr || cfg->agg_port) {
+		NL_SET_ERR_MSG(extack, "an aggregator is for agg rails");
+		return -EINVAL;
+	}
 	if (rail->ops->rail_resolve)
 		return rail->ops->rail_resolve(rail, cfg, want, extack);
 	if (cfg->netdev[0] || cfg->ib_port ||
@@ -169,6 +209,7 @@ static int nz_rail_resolve_dev(struct nz_rail *rail,
 			       "netdev, ib-port and gid-index are for RDMA rails");
 		return -EINVAL;
 	}
+
 	if (!cfg->dev[0]) {
 		NL_SET_ERR_MSG(extack, "no network device");
 		return -EINVAL;
@@ -257,8 +298,11 @@ static int nz_rail_check_endpoint(const struct nz_rail *rail,
 	for (i = 0; i < NZ_MAX_RAILS; i++) {
 		const struct nz_rail *r = nz_rails[i];
 
-		/* rdma_cm's port space is its own, apart from TCP's. */
-		if (r && net_eq(r->net, rail->net) && r->proto == rail->proto &&
+		/*
+		 * rdma_cm's port space is its own, apart from TCP's; an agg
+		 * rail's port is the kernel's pick (0 until it started).
+		 */
+		if (r && rail->proto != NZ_PROTO_AGG && net_eq(r->net, rail->net) && r->proto == rail->proto &&
 		    r->addr == rail->addr && r->port == rail->port) {
 			NL_SET_ERR_MSG(extack,
 				       "another rail listens on that address and port");
@@ -385,7 +429,11 @@ int nz_rail_add(struct net *net, const struct nz_rail_cfg *cfg,
 	mutex_unlock(&nz_rail_lock);
 	mutex_unlock(&nz_rail_cfg_lock);
 
-	if (rail->ib_port)
+	if (rail->proto == NZ_PROTO_AGG)
+		pr_info("rail %s: agg dev %s %pI4:%u node %pI4:%u\n",
+			rail->name, rail->dev, &rail->addr, rail->port,
+			&rail->peer_addr, rail->peer_port);
+	else if (rail->ib_port)
 		pr_info("rail %s: %s dev %s ib-port %u netdev %s %pI4:%u weight %u speed %u Mbit/s\n",
 			rail->name, rail->ops->name, rail->dev, rail->ib_port,
 			rail->netdev, &rail->addr, rail->port, rail->weight,
@@ -486,6 +534,8 @@ static void nz_rail_fill_info(struct nz_rail_info *info,
 	info->addr = rail->addr;
 	info->port = htons(rail->port);
 	info->speed_mbps = READ_ONCE(rail->speed_mbps);
+	info->peer_addr = rail->peer_addr;
+	info->peer_port = htons(rail->peer_port);
 }
 
 int nz_rail_list(struct nz_rail_info *out, u32 cap, u32 *count)

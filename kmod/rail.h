@@ -38,6 +38,10 @@ struct nz_rail_stats {
 	atomic64_t hb_frames;		/* probes and echoes queued */
 	atomic64_t last_failover_ms;	/* boot-time ms of the last; 0 never */
 	atomic64_t mac_failures;	/* frames whose MAC did not check */
+	atomic64_t agg_probes;		/* agg: probes sent to the node */
+	atomic64_t agg_answers;		/* agg: probes it answered */
+	atomic64_t agg_dropped;		/* agg: datagrams that were none */
+	atomic64_t agg_lost;		/* agg: times it became unreachable */
 };
 
 /* Longest device name: RDMA devices have up to IB_DEVICE_NAME_MAX - 1. */
@@ -56,11 +60,13 @@ struct nz_rail_cfg {
 	u16 port;			/* 0 = NZ_DEFAULT_PORT */
 	u32 weight;
 	bool frame_mac;			/* TCP: a MAC on every frame */
+	__be32 agg_addr;		/* agg: the node (required) */
+	u16 agg_port;			/* agg: its UDP port, 0 = default */
 };
 
 /*
- * Every field but weight, speed_mbps, admin_down, failed, dead, priv and
- * stats is set before the rail is published in the table and never
+ * Every field but weight, speed_mbps, admin_down, failed, unreachable,
+ * peer_rtt_us, dead, priv and stats is set before the rail is published in the table and never
  * changes afterwards.
  */
 struct nz_rail {
@@ -79,6 +85,10 @@ struct nz_rail {
 	u32 weight;			/* read locklessly: READ_ONCE */
 	u32 speed_mbps;			/* netdev link speed, 0 = unknown */
 	bool frame_mac;			/* TCP: a MAC on every frame */
+	__be32 peer_addr;		/* agg: the node's address */
+	u16 peer_port;			/* agg: its UDP port, host order */
+	bool unreachable;		/* agg: the node is silent: READ_ONCE */
+	u32 peer_rtt_us;		/* agg: last probe's: READ_ONCE */
 	bool admin_down;		/* read locklessly: READ_ONCE */
 	bool failed;			/* no listener (device gone): READ_ONCE */
 	bool dead;			/* deleted; no new connections */

@@ -12,6 +12,7 @@
 #include "nezha.h"
 #include "comm.h"
 #include "rail.h"
+#include "transport.h"
 
 static struct class *nz_class;
 static struct device *nz_dev;
@@ -144,7 +145,7 @@ static struct device_attribute nz_rail_attr_##_name =			\
 
 static const char *nz_rail_proto_name(const struct nz_rail *rail)
 {
-	return rail->proto == NZ_PROTO_RDMA ? "rdma" : "tcp";
+	return rail->ops->name;
 }
 
 static const char *nz_rail_state_name(const struct nz_rail *rail)
@@ -156,6 +157,8 @@ static const char *nz_rail_state_name(const struct nz_rail *rail)
 		return "admin-down";
 	case NZ_RAIL_NO_LINK:
 		return "no-link";
+	case NZ_RAIL_UNREACHABLE:
+		return "unreachable";
 	default:
 		return "failed";
 	}

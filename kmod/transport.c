@@ -19,11 +19,12 @@
 #include "handshake.h"
 #include "comm.h"
 
-#define NZ_TRANSPORT_SLOTS	(NZ_PROTO_RDMA + 1)
+#define NZ_TRANSPORT_SLOTS	(NZ_PROTO_AGG + 1)
 
 static DEFINE_SPINLOCK(nz_transports_lock);
 static const struct nz_transport *nz_transports[NZ_TRANSPORT_SLOTS] = {
 	[NZ_PROTO_TCP] = &nz_tcp_transport,
+	[NZ_PROTO_AGG] = &nz_agg_transport,
 };
 
 int nz_transport_register(const struct nz_transport *t)

@@ -116,6 +116,8 @@ struct nz_transport {
 };
 
 extern const struct nz_transport nz_tcp_transport;
+/* transport_agg.c: a rail to an aggregation node; no connections. */
+extern const struct nz_transport nz_agg_transport;
 void nz_tcp_exit(void);	/* sockets still leaving: transport_tcp.c */
 
 /*

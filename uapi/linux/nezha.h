@@ -40,6 +40,7 @@
 #define NZ_FEAT_RDMA		(1ULL << 5)	/* RDMA rails */
 #define NZ_FEAT_CANCEL		(1ULL << 6)	/* NZ_CMD_CANCEL */
 #define NZ_FEAT_FRAME_MAC	(1ULL << 7)	/* NZ_A_RAIL_FRAME_MAC */
+#define NZ_FEAT_AGG_RAIL	(1ULL << 8)	/* NZ_PROTO_AGG rails */
 
 /* Hard limits of this ABI version. */
 #define NZ_MAX_RAILS		8
@@ -147,6 +148,7 @@ struct nz_sqe {
 enum nz_rail_proto {
 	NZ_PROTO_TCP	= 1,
 	NZ_PROTO_RDMA	= 2,
+	NZ_PROTO_AGG	= 3,	/* an aggregation node (UDP), not point to point */
 };
 
 enum nz_rail_state {
@@ -154,6 +156,7 @@ enum nz_rail_state {
 	NZ_RAIL_ADMIN_DOWN	= 2,	/* nezhactl rail set NAME down */
 	NZ_RAIL_NO_LINK		= 3,	/* its device is down or gone */
 	NZ_RAIL_FAILED		= 4,	/* its listener could not be set up */
+	NZ_RAIL_UNREACHABLE	= 5,	/* agg: the node does not answer */
 };
 
 #define NZ_DEFAULT_PORT		7470
@@ -172,10 +175,11 @@ struct nz_rail_info {
 	__u32	state;		/* enum nz_rail_state */
 	__u32	weight;		/* configured weight, 0 = excluded */
 	__be32	addr;		/* IPv4 address the rail listens on */
-	__be16	port;		/* its TCP port (network order) */
-	__u16	rsvd;
+	/* Its TCP port (network order); agg: its probes' local UDP port. */
+	__be16	port;
+	__be16	peer_port;	/* agg: the node's UDP port, else 0 */
 	__u32	speed_mbps;	/* its netdev's link speed, 0 = unknown */
-	__u32	rsvd2;
+	__be32	peer_addr;	/* agg: the node's IPv4 address, else 0 */
 };
 
 /*

@@ -38,6 +38,14 @@
  *                                      rail's connections carries a MAC
  *                                      (TCP only; both ends must agree);
  *                                      0 (default) = only the handshake's
+ *            NZ_A_RAIL_AGG_ADDR be32   NZ_PROTO_AGG only, required: the
+ *                                      aggregation node's IPv4 address
+ *            NZ_A_RAIL_AGG_PORT u16    NZ_PROTO_AGG only, optional: its
+ *                                      UDP port (NZ_AGG_DEFAULT_PORT)
+ *            An NZ_PROTO_AGG rail takes no NZ_A_RAIL_PORT (its probes
+ *            leave from a port the kernel picks), no RDMA attribute and no
+ *            NZ_A_RAIL_FRAME_MAC; it is not a point-to-point rail
+ *            (NZ_IOC_COMM_CREATE refuses it: -EPROTOTYPE).
  *   errors: -EEXIST name taken, -ENODEV no such device, -EADDRNOTAVAIL
  *           address not on the device, -ENOSPC NZ_MAX_RAILS reached,
  *           -EPROTONOSUPPORT protocol's module not loaded (nezha_rdma),
@@ -60,7 +68,9 @@
  *            NZ_A_RAIL_NETDEV, NZ_A_RAIL_SPEED u32 (the netdev's link
  *            speed in Mbit/s, 0 = unknown), NZ_A_RAIL_FRAME_MAC; RDMA
  *            rails also NZ_A_RAIL_IBPORT and, when configured,
- *            NZ_A_RAIL_GID_INDEX
+ *            NZ_A_RAIL_GID_INDEX; agg rails also NZ_A_RAIL_AGG_ADDR,
+ *            NZ_A_RAIL_AGG_PORT and NZ_A_RAIL_AGG_RTT_US u32 (the last
+ *            probe's round trip, 0 = none answered yet)
  *
  * NZ_CMD_HEALTH_GET (doit, no attributes) / NZ_CMD_HEALTH_SET (CAP_NET_ADMIN)
  *            NZ_A_HB_INTERVAL_MS u32   heartbeat period per connection,
@@ -99,6 +109,7 @@
 
 #define NZ_MAX_IBPORT		255	/* NZ_A_RAIL_IBPORT */
 #define NZ_MAX_GID_INDEX	65535	/* NZ_A_RAIL_GID_INDEX */
+#define NZ_AGG_DEFAULT_PORT	29600	/* NZ_A_RAIL_AGG_PORT: nezha-aggd's */
 
 enum nz_genl_cmd {
 	NZ_CMD_UNSPEC,
@@ -148,6 +159,9 @@ enum nz_genl_attr {
 	NZ_A_RAIL_GID_INDEX,	/* u32 */
 	NZ_A_RAIL_SPEED,	/* u32: link speed, Mbit/s, 0 = unknown */
 	NZ_A_RAIL_FRAME_MAC,	/* u8: 1 = per-frame MAC on the rail */
+	NZ_A_RAIL_AGG_ADDR,	/* be32: the aggregation node */
+	NZ_A_RAIL_AGG_PORT,	/* u16: its UDP port */
+	NZ_A_RAIL_AGG_RTT_US,	/* u32: last probe's round trip */
 	__NZ_A_MAX,
 };
 #define NZ_A_MAX (__NZ_A_MAX - 1)
@@ -192,6 +206,10 @@ enum nz_rail_stat {
 	NZ_RSTAT_FAILOVERS,	/* connections lost and rerouted */
 	NZ_RSTAT_RESENT,	/* chunks moved to other connections */
 	NZ_RSTAT_MAC_FAILURES,	/* frames whose per-frame MAC did not check */
+	NZ_RSTAT_AGG_PROBES,	/* agg: probes sent to the node */
+	NZ_RSTAT_AGG_ANSWERS,	/* agg: probes the node answered */
+	NZ_RSTAT_AGG_DROPPED,	/* agg: datagrams that were no answer */
+	NZ_RSTAT_AGG_LOST,	/* agg: times the node became unreachable */
 	__NZ_RSTAT_MAX,
 };
 #define NZ_RSTAT_MAX (__NZ_RSTAT_MAX - 1)
