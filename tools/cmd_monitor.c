@@ -43,6 +43,11 @@ static const char *const nzctl_ev_names[] = {
 static const char *const nzctl_ev_states[] = {
 	[NZ_RAIL_UP] = "up", [NZ_RAIL_ADMIN_DOWN] = "admin-down",
 	[NZ_RAIL_NO_LINK] = "no-link", [NZ_RAIL_FAILED] = "failed",
+	[NZ_RAIL_UNREACHABLE] = "unreachable",
+};
+
+static const char *const nzctl_ev_protos[] = {
+	[NZ_PROTO_TCP] = "tcp", [NZ_PROTO_RDMA] = "rdma", [NZ_PROTO_AGG] = "agg",
 };
 
 #define NZCTL_TBL(tbl, i) \
@@ -124,7 +129,7 @@ static void nzctl_event_json(const struct nzctl_event *e, const struct timespec 
 		nzj_u64(j, "resent", e->resent);
 	}
 	if (e->type == NZ_EV_RAIL_ADD || e->type == NZ_EV_RAIL_SET) {
-		nzj_str(j, "proto", e->proto == NZ_PROTO_RDMA ? "rdma" : "tcp");
+		nzj_str(j, "proto", NZCTL_TBL(nzctl_ev_protos, e->proto));
 		nzj_str(j, "dev", e->dev ? e->dev : "");
 		nzj_str(j, "addr", addr);
 		nzj_u64(j, "port", e->port);
@@ -159,7 +164,7 @@ static int nzctl_event_cb(const struct nlmsghdr *nlh, void *data)
 	case NZ_EV_RAIL_SET:
 		printf("rail %s %s: %s dev %s %s:%u weight %u state %s\n",
 		       e.rail ? e.rail : "?", e.type == NZ_EV_RAIL_ADD ? "added" : "set",
-		       e.proto == NZ_PROTO_RDMA ? "rdma" : "tcp", e.dev ? e.dev : "?",
+		       NZCTL_TBL(nzctl_ev_protos, e.proto), e.dev ? e.dev : "?",
 		       addr, e.port, e.weight, NZCTL_TBL(nzctl_ev_states, e.state));
 		break;
 	case NZ_EV_RAIL_DEL:

@@ -7,6 +7,8 @@
  *   nezhactl rail add NAME proto rdma {dev IBDEV | netdev NETDEV}
  *                     [ib-port N] [gid-index G] [addr A.B.C.D]
  *                     [port PORT] [weight W]
+ *   nezhactl rail add NAME proto agg dev NETDEV aggregator A.B.C.D[:PORT]
+ *                     [addr A.B.C.D]
  *   nezhactl rail del NAME
  *   nezhactl rail set NAME [weight W] [up|down]
  *   nezhactl rail [show|list] [NAME]
@@ -36,7 +38,9 @@
 	"nezhactl rail add NAME proto tcp dev NETDEV [addr A.B.C.D] [port PORT] [weight W]\n" \
 	"                         [frame-mac on|off]\n" \
 	"       nezhactl rail add NAME proto rdma {dev IBDEV | netdev NETDEV} [ib-port N]\n" \
-	"                         [gid-index G] [addr A.B.C.D] [port PORT] [weight W]"
+	"                         [gid-index G] [addr A.B.C.D] [port PORT] [weight W]\n" \
+	"       nezhactl rail add NAME proto agg dev NETDEV aggregator A.B.C.D[:PORT]\n" \
+	"                         [addr A.B.C.D]"
 #define NZCTL_RAIL_DEL_USAGE	"nezhactl rail del NAME"
 #define NZCTL_RAIL_SET_USAGE	"nezhactl rail set NAME [weight W] [up|down]"
 #define NZCTL_RAIL_SHOW_USAGE	"nezhactl [-j] [-p] rail [show|list] [NAME]"
@@ -61,6 +65,7 @@ static void nzctl_rail_help(FILE *f)
 static const char *const nzctl_proto_names[] = {
 	[NZ_PROTO_TCP] = "tcp",
 	[NZ_PROTO_RDMA] = "rdma",
+	[NZ_PROTO_AGG] = "agg",
 };
 
 static const char *const nzctl_state_names[] = {
@@ -68,6 +73,7 @@ static const char *const nzctl_state_names[] = {
 	[NZ_RAIL_ADMIN_DOWN] = "admin-down",
 	[NZ_RAIL_NO_LINK] = "no-link",
 	[NZ_RAIL_FAILED] = "failed",
+	[NZ_RAIL_UNREACHABLE] = "unreachable",
 };
 
 #define NZCTL_NAME(tbl, i) \
@@ -96,16 +102,19 @@ struct nzctl_rail_add_args {
 	int have_port, have_weight, have_addr, have_ib_port, have_gid_index;
 	int frame_mac;			/* -1: not given */
 	struct in_addr addr;
+	int have_agg;
+	struct in_addr agg_addr;
+	uint32_t agg_port;		/* 0: the kernel's default */
 };
 
 enum { ADD_PROTO, ADD_DEV, ADD_NETDEV, ADD_IBPORT, ADD_GID, ADD_ADDR,
-       ADD_PORT, ADD_WEIGHT, ADD_FRAME_MAC };
+       ADD_PORT, ADD_WEIGHT, ADD_FRAME_MAC, ADD_AGG };
 
 static const struct nzctl_kw nzctl_rail_add_kws[] = {
 	{ "proto", ADD_PROTO }, { "dev", ADD_DEV }, { "netdev", ADD_NETDEV },
 	{ "ib-port", ADD_IBPORT }, { "gid-index", ADD_GID }, { "addr", ADD_ADDR },
 	{ "port", ADD_PORT }, { "weight", ADD_WEIGHT },
-	{ "frame-mac", ADD_FRAME_MAC }, { NULL, 0 },
+	{ "frame-mac", ADD_FRAME_MAC }, { "aggregator", ADD_AGG }, { NULL, 0 },
 };
 
 static const struct nzctl_kw nzctl_onoff_kws[] = {
@@ -113,8 +122,28 @@ static const struct nzctl_kw nzctl_onoff_kws[] = {
 };
 
 static const struct nzctl_kw nzctl_proto_kws[] = {
-	{ "tcp", NZ_PROTO_TCP }, { "rdma", NZ_PROTO_RDMA }, { NULL, 0 },
+	{ "tcp", NZ_PROTO_TCP }, { "rdma", NZ_PROTO_RDMA }, { "agg", NZ_PROTO_AGG },
+	{ NULL, 0 },
 };
+
+/* "A.B.C.D" or "A.B.C.D:PORT" (1..65535): 0 or -1. */
+static int nzctl_parse_agg(const char *val, struct nzctl_rail_add_args *a)
+{
+	const char *colon = strchr(val, ':');
+	char host[INET_ADDRSTRLEN];
+	size_t len = colon ? (size_t)(colon - val) : strlen(val);
+
+	if (!len || len >= sizeof(host))
+		return -1;
+	memcpy(host, val, len);
+	host[len] = 0;
+	if (inet_pton(AF_INET, host, &a->agg_addr) != 1)
+		return -1;
+	if (colon && (nzctl_parse_u32(colon + 1, 65535, &a->agg_port) ||
+		      !a->agg_port))
+		return -1;
+	return 0;
+}
 
 /* One "KEYWORD VALUE" pair of rail add. */
 static int nzctl_rail_add_arg(struct nzctl_rail_add_args *a, int kw,
@@ -184,6 +213,13 @@ static int nzctl_rail_add_arg(struct nzctl_rail_add_args *a, int kw,
 			return p;
 		a->frame_mac = p;
 		break;
+	case ADD_AGG:
+		if (a->have_agg++)
+			goto twice;
+		if (nzctl_parse_agg(val, a))
+			return ADD_BAD("rail add: bad aggregator \"%s\" (A.B.C.D or A.B.C.D:PORT)",
+				       val);
+		break;
 	}
 	return 0;
 
@@ -228,6 +264,10 @@ static void nzctl_rail_add_msg(struct nzctl_nl *nl, struct nlmsghdr *nlh,
 		mnl_attr_put_u32(nlh, NZ_A_RAIL_WEIGHT, a->weight);
 	if (a->frame_mac > 0)
 		mnl_attr_put_u8(nlh, NZ_A_RAIL_FRAME_MAC, 1);
+	if (a->have_agg)
+		mnl_attr_put_u32(nlh, NZ_A_RAIL_AGG_ADDR, a->agg_addr.s_addr);
+	if (a->agg_port)
+		mnl_attr_put_u16(nlh, NZ_A_RAIL_AGG_PORT, (uint16_t)a->agg_port);
 	(void)nl;
 }
 
@@ -259,6 +299,14 @@ static int nzctl_rail_add(int argc, char **argv)
 		return ADD_BAD("rail add %s: no protocol", a.name);
 	if (a.proto == NZ_PROTO_TCP && (a.netdev || a.have_ib_port || a.have_gid_index))
 		return ADD_BAD("rail add %s: netdev, ib-port and gid-index are for rdma rails",
+			       a.name);
+	if (a.proto == NZ_PROTO_AGG && !a.have_agg)
+		return ADD_BAD("rail add %s: an agg rail needs its aggregator", a.name);
+	if (a.proto != NZ_PROTO_AGG && a.have_agg)
+		return ADD_BAD("rail add %s: aggregator is for agg rails", a.name);
+	if (a.proto == NZ_PROTO_AGG && (a.netdev || a.have_ib_port || a.have_gid_index ||
+					a.have_port || a.frame_mac > 0))
+		return ADD_BAD("rail add %s: an agg rail takes dev, aggregator, addr and weight only",
 			       a.name);
 	if (!a.dev && !a.netdev)
 		return ADD_BAD("rail add %s: no device", a.name);
@@ -369,6 +417,8 @@ struct nzctl_rail {
 	int64_t gid_index;		/* -1: not configured */
 	uint32_t addr;			/* network order */
 	uint16_t port;
+	uint32_t agg_addr, agg_rtt_us;	/* agg rails */
+	uint16_t agg_port;
 	uint64_t stats[NZ_RSTAT_MAX + 1];
 };
 
@@ -419,6 +469,8 @@ static int nzctl_rail_attr_cb(const struct nlattr *attr, void *data)
 	case NZ_A_RAIL_STATE:
 	case NZ_A_RAIL_ADDR:
 	case NZ_A_RAIL_SPEED:
+	case NZ_A_RAIL_AGG_ADDR:
+	case NZ_A_RAIL_AGG_RTT_US:
 		if (mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
 			break;
 		if (type == NZ_A_RAIL_ID)
@@ -431,12 +483,20 @@ static int nzctl_rail_attr_cb(const struct nlattr *attr, void *data)
 			r->state = mnl_attr_get_u32(attr);
 		else if (type == NZ_A_RAIL_SPEED)
 			r->speed = mnl_attr_get_u32(attr);
+		else if (type == NZ_A_RAIL_AGG_ADDR)
+			r->agg_addr = mnl_attr_get_u32(attr);
+		else if (type == NZ_A_RAIL_AGG_RTT_US)
+			r->agg_rtt_us = mnl_attr_get_u32(attr);
 		else
 			r->addr = mnl_attr_get_u32(attr);
 		break;
 	case NZ_A_RAIL_PORT:
 		if (mnl_attr_validate(attr, MNL_TYPE_U16) >= 0)
 			r->port = mnl_attr_get_u16(attr);
+		break;
+	case NZ_A_RAIL_AGG_PORT:
+		if (mnl_attr_validate(attr, MNL_TYPE_U16) >= 0)
+			r->agg_port = mnl_attr_get_u16(attr);
 		break;
 	case NZ_A_RAIL_FRAME_MAC:
 		if (mnl_attr_validate(attr, MNL_TYPE_U8) >= 0)
@@ -543,6 +603,10 @@ static const char *const nzctl_rstat_names[NZ_RSTAT_MAX + 1] = {
 	[NZ_RSTAT_FAILOVERS] = "failovers",
 	[NZ_RSTAT_RESENT] = "chunks_resent",
 	[NZ_RSTAT_MAC_FAILURES] = "mac_failures",
+	[NZ_RSTAT_AGG_PROBES] = "agg_probes",
+	[NZ_RSTAT_AGG_ANSWERS] = "agg_answers",
+	[NZ_RSTAT_AGG_DROPPED] = "agg_dropped",
+	[NZ_RSTAT_AGG_LOST] = "agg_lost",
 };
 
 static void nzctl_rail_json(const struct nzctl_rail *r, const char *addr)
@@ -566,6 +630,15 @@ static void nzctl_rail_json(const struct nzctl_rail *r, const char *addr)
 		nzj_u64(j, "ib_port", r->ib_port);
 	if (r->gid_index >= 0)
 		nzj_u64(j, "gid_index", (uint64_t)r->gid_index);
+	if (r->proto == NZ_PROTO_AGG) {
+		char node[INET_ADDRSTRLEN];
+
+		if (!inet_ntop(AF_INET, &r->agg_addr, node, sizeof(node)))
+			snprintf(node, sizeof(node), "?");
+		nzj_str(j, "aggregator", node);
+		nzj_u64(j, "aggregator_port", r->agg_port);
+		nzj_u64(j, "aggregator_rtt_us", r->agg_rtt_us);
+	}
 	nzj_obj_open(j, "stats");
 	for (i = NZ_RSTAT_PAD + 1; i <= NZ_RSTAT_MAX; i++)
 		if (nzctl_rstat_names[i])
@@ -583,7 +656,29 @@ static void nzctl_rail_json(const struct nzctl_rail *r, const char *addr)
  * A link that reports its speed adds it: "... conns 1 speed 40 Mbit/s";
  * a rail with the per-frame MAC says "frame-mac" there, and counts the
  * frames that failed it on the second line ("mac-failures 0").
+ * An agg rail names its node, and its probes on the second line:
+ * 2: ra agg dev eth2 10.77.1.1:41234 weight 100 state up aggregator
+ *     10.77.1.5:29600 rtt 0.4 ms
+ *     probes 120 answers 120 dropped 0 lost 0
  */
+static void nzctl_rail_show_agg(const struct nzctl_rail *r, const char *addr)
+{
+	char node[INET_ADDRSTRLEN];
+
+	if (!inet_ntop(AF_INET, &r->agg_addr, node, sizeof(node)))
+		snprintf(node, sizeof(node), "?");
+	printf("%" PRIu32 ": %s agg dev %s %s:%u weight %" PRIu32
+	       " state %s aggregator %s:%u rtt %.1f ms\n",
+	       r->id, r->name, r->dev, addr, r->port, r->weight,
+	       NZCTL_NAME(nzctl_state_names, r->state), node, r->agg_port,
+	       r->agg_rtt_us / 1e3);
+	printf("    probes %" PRIu64 " answers %" PRIu64 " dropped %" PRIu64
+	       " lost %" PRIu64 "\n",
+	       r->stats[NZ_RSTAT_AGG_PROBES], r->stats[NZ_RSTAT_AGG_ANSWERS],
+	       r->stats[NZ_RSTAT_AGG_DROPPED], r->stats[NZ_RSTAT_AGG_LOST]);
+}
+
+/* One rail of a RAIL_GET answer, as text or JSON. */
 static int nzctl_rail_show_cb(const struct nlmsghdr *nlh, void *data)
 {
 	char addr[INET_ADDRSTRLEN], rdma[160] = "", speed[32] = "", macf[40] = "";
@@ -597,6 +692,10 @@ static int nzctl_rail_show_cb(const struct nlmsghdr *nlh, void *data)
 		snprintf(addr, sizeof(addr), "?");
 	if (nzctl.json) {
 		nzctl_rail_json(&r, addr);
+		return MNL_CB_OK;
+	}
+	if (r.proto == NZ_PROTO_AGG) {
+		nzctl_rail_show_agg(&r, addr);
 		return MNL_CB_OK;
 	}
 	if (r.ib_port && r.gid_index >= 0)

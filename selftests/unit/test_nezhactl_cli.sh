@@ -89,6 +89,16 @@ usage "rail add: twice" '"dev" given twice' "$CTL" rail add r0 proto tcp dev eth
 usage "rail add: a value missing" '"weight" needs a value' "$CTL" rail add r0 proto tcp dev eth0 weight
 usage "rail add: netdev is for rdma" 'netdev, ib-port and gid-index are for rdma' "$CTL" rail add r0 proto tcp dev eth0 netdev eth0
 usage "rail add: ib-port 0" 'bad ib-port "0" \(1..255\)' "$CTL" rail add r0 proto rdma dev rxe0 ib-port 0
+usage "rail add: unknown protocol lists agg" 'one of: tcp, rdma, agg' "$CTL" rail add r0 proto udp dev eth0
+usage "rail add agg: no aggregator" 'rail add ra: an agg rail needs its aggregator' "$CTL" rail add ra proto agg dev eth0
+usage "rail add agg: aggregator port 0" 'bad aggregator "10.0.0.1:0"' "$CTL" rail add ra proto agg dev eth0 aggregator 10.0.0.1:0
+usage "rail add agg: aggregator port 65536" 'bad aggregator "10.0.0.1:65536"' "$CTL" rail add ra proto agg dev eth0 aggregator 10.0.0.1:65536
+usage "rail add agg: aggregator a name" 'bad aggregator "node5"' "$CTL" rail add ra proto agg dev eth0 aggregator node5
+usage "rail add agg: aggregator empty port" 'bad aggregator "10.0.0.1:"' "$CTL" rail add ra proto agg dev eth0 aggregator 10.0.0.1:
+usage "rail add agg: no port" 'takes dev, aggregator, addr and weight only' "$CTL" rail add ra proto agg dev eth0 aggregator 10.0.0.1 port 9
+usage "rail add agg: no frame-mac" 'takes dev, aggregator, addr and weight only' "$CTL" rail add ra proto agg dev eth0 aggregator 10.0.0.1 frame-mac on
+usage "rail add tcp: no aggregator" 'rail add r0: aggregator is for agg rails' "$CTL" rail add r0 proto tcp dev eth0 aggregator 10.0.0.1
+usage "rail add: a is addr or aggregator" '"a" is ambiguous: addr, aggregator' "$CTL" rail add ra proto agg dev eth0 a 10.0.0.1
 usage "rail set: nothing to set" 'rail set r0: nothing to set' "$CTL" rail set r0
 usage "rail set: up and down" 'up or down given twice' "$CTL" rail set r0 up do
 usage "rail set: bad weight" 'bad weight "-1"' "$CTL" rail set r0 weight -1
@@ -187,5 +197,5 @@ got=$(notified "$CTL" -b "$T/b1")
 [ "$got" = nothing ] && ok "-b under systemd: no READY=1 after a failed line" ||
 	not_ok "-b under systemd: no READY=1 after a failed line" "got '$got'"
 
-[ $n = 64 ] || not_ok "plan: $n tests ran, 64 planned"
+[ $n = 74 ] || not_ok "plan: $n tests ran, 74 planned"
 exit $((failed > 0))
