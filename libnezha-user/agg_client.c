@@ -239,6 +239,11 @@ int nzi_agg_join(const struct nzi_agg_cfg *cfg, struct nzi_agg **out)
 		ret = a->fd < 0 ? -errno : -ENOMEM;
 		goto out_free;
 	}
+	/* From the aggregation rail's address: out by its device. */
+	if (cfg->local && bind(a->fd, cfg->local, cfg->local_len)) {
+		ret = -errno;
+		goto out_free;
+	}
 	/* connect(): the kernel hands us only the node's datagrams. */
 	if (connect(a->fd, cfg->node, cfg->node_len)) {
 		ret = -errno;

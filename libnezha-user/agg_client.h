@@ -24,6 +24,8 @@
 struct nzi_agg_cfg {
 	const struct sockaddr *node;	/* the node's UDP address */
 	socklen_t node_len;
+	const struct sockaddr *local;	/* NULL, or the address to send from */
+	socklen_t local_len;
 	const uint8_t *key;		/* the job key, NZ_JOB_KEY_LEN bytes */
 	uint64_t job_id;		/* the same on every rank of the job */
 	uint16_t rank, nranks;

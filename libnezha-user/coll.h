@@ -421,9 +421,13 @@ int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_by
 int nzi_coll_agg_fix(struct nz_comm *comm, double share);
 /* The NEZHA_AGG_* variables (Documentation/collectives.rst). */
 struct nzi_agg_env {
-	bool set;			/* NEZHA_AGG_NODE given, all well-formed */
+	bool set;			/* a node named, all well-formed */
 	char host[256];
 	uint16_t port;
+	/* From the module's aggregation rail (NEZHA_AGG_NODE unset). */
+	char rail[NZ_RAIL_NAME_LEN];	/* "": no rail */
+	uint32_t local_addr;		/* the rail's IPv4 address, network order */
+	bool rail_down;			/* the module finds the node unreachable */
 	size_t window, timeout_ms, min_bytes;
 	double share;			/* NEZHA_AGG_SHARE, 0: measured */
 };
@@ -433,11 +437,19 @@ int nzi_agg_spec_parse(const char *spec, char *host, size_t hostlen, uint16_t *p
 /* Read the variables: 0 (e->set: a node is named) or -EINVAL, said why. */
 int nzi_agg_env_parse(struct nzi_agg_env *e);
 /*
+ * No NEZHA_AGG_NODE: the module's aggregation rail ($NEZHA_AGG_RAIL, else
+ * the first) names the node, and the other NEZHA_AGG_* values are read.
+ * 0 (e->set if there is one), -ENODEV (NEZHA_AGG_RAIL names none),
+ * -EINVAL (a malformed value) or the ioctl's -errno; said why.
+ */
+int nzi_agg_env_rail(struct nz_comm *comm, struct nzi_agg_env *e);
+/*
  * Join e's node and attach it if every rank could, every rank alike;
  * parse_err is this rank's nzi_agg_env_parse() result.  A rank's
  * malformed settings, or min_bytes or share differing between ranks, fail
  * every rank with -EINVAL; a node a rank cannot reach leaves it off
- * everywhere (0).  Every rank of comm calls it, none with e unset.
+ * everywhere (0).  Every rank of comm calls it, with e set or not: a rank
+ * without a node agrees to none.
  */
 int nzi_coll_agg_setup(struct nz_comm *comm, const uint8_t *key, const struct nzi_agg_env *e,
 		       int parse_err);

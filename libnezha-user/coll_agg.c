@@ -29,6 +29,7 @@
  * a split allreduce takes three (its schedule, the agreement, the redo),
  * every rank alike.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -633,20 +634,11 @@ static int nzi_agg_env_share(double *out)
 	return 0;
 }
 
-int nzi_agg_env_parse(struct nzi_agg_env *e)
+/* The settings beyond the node's address. */
+static int nzi_agg_env_values(struct nzi_agg_env *e)
 {
-	const char *node = getenv("NEZHA_AGG_NODE");
-	int ret;
+	int ret = nzi_env_size("NEZHA_AGG_WINDOW", 1, NZA_MAX_WINDOW, &e->window);
 
-	*e = (struct nzi_agg_env){
-		.window = 32, .timeout_ms = 5000, .min_bytes = NZI_AGG_DEF_MIN,
-	};
-	if (!node || !*node)
-		return 0;
-	if (nzi_agg_spec_parse(node, e->host, sizeof(e->host), &e->port))
-		return nzi_error(-EINVAL, "environment: NEZHA_AGG_NODE=\"%s\" is not HOST, HOST:PORT or [IPV6]:PORT",
-				 node);
-	ret = nzi_env_size("NEZHA_AGG_WINDOW", 1, NZA_MAX_WINDOW, &e->window);
 	if (!ret)
 		ret = nzi_env_size("NEZHA_AGG_TIMEOUT_MS", 1, 600000, &e->timeout_ms);
 	if (!ret)
@@ -656,6 +648,57 @@ int nzi_agg_env_parse(struct nzi_agg_env *e)
 	if (!ret)
 		e->set = true;
 	return ret;
+}
+
+static void nzi_agg_env_defaults(struct nzi_agg_env *e)
+{
+	*e = (struct nzi_agg_env){
+		.window = 32, .timeout_ms = 5000, .min_bytes = NZI_AGG_DEF_MIN,
+	};
+}
+
+int nzi_agg_env_parse(struct nzi_agg_env *e)
+{
+	const char *node = getenv("NEZHA_AGG_NODE");
+
+	nzi_agg_env_defaults(e);
+	if (!node || !*node)
+		return 0;
+	if (nzi_agg_spec_parse(node, e->host, sizeof(e->host), &e->port))
+		return nzi_error(-EINVAL, "environment: NEZHA_AGG_NODE=\"%s\" is not HOST, HOST:PORT or [IPV6]:PORT",
+				 node);
+	return nzi_agg_env_values(e);
+}
+
+int nzi_agg_env_rail(struct nz_comm *comm, struct nzi_agg_env *e)
+{
+	const char *want = getenv("NEZHA_AGG_RAIL");
+	struct nz_rail_info info[NZ_MAX_RAILS];
+	const struct nz_rail_info *r = NULL;
+	unsigned int n;
+	int ret;
+
+	nzi_agg_env_defaults(e);
+	if (want && !*want)
+		want = NULL;
+	ret = nzi_rail_info_list(comm, info, &n);
+	if (ret)
+		return ret;
+	for (unsigned int i = 0; i < n && !r; i++)
+		if (info[i].proto == NZ_PROTO_AGG && (!want || !strcmp(info[i].name, want)))
+			r = &info[i];
+	if (!r && want)
+		return nzi_error(-ENODEV, "environment: NEZHA_AGG_RAIL=\"%s\": no aggregation rail of that name (nezhactl rail show)",
+				 want);
+	if (!r)
+		return 0;
+	if (!inet_ntop(AF_INET, &r->peer_addr, e->host, sizeof(e->host)))
+		return -EINVAL;
+	e->port = ntohs(r->peer_port);
+	e->local_addr = r->addr;
+	e->rail_down = r->state != NZ_RAIL_UP;
+	memcpy(e->rail, r->name, NZ_RAIL_NAME_LEN);
+	return nzi_agg_env_values(e);
 }
 
 static int nzi_agg_resolve(const struct nzi_agg_env *e, struct sockaddr_storage *ss,
@@ -685,25 +728,41 @@ enum { NZI_AE_JOIN, NZI_AE_MIN, NZI_AE_NMIN, NZI_AE_SHARE, NZI_AE_NSHARE, NZI_AE
 static struct nzi_agg *nzi_agg_env_join(struct nz_comm *comm, const uint8_t *key,
 					const struct nzi_agg_env *e)
 {
+	const char *who = e->rail[0] ? "aggregation rail" : "NEZHA_AGG_NODE";
+	struct sockaddr_in local = { .sin_family = AF_INET };
 	struct nzi_agg_cfg cfg = { 0 };
 	struct sockaddr_storage ss;
 	struct nzi_agg *agg = NULL;
 	int ret;
 
+	if (!e->set)
+		return NULL;
+	if (e->rail_down) {
+		nzi_log(true, comm->rank, "aggregation rail %s: the module finds node %s:%u unreachable (nezhactl rail show %s): not using it",
+			e->rail, e->host, e->port, e->rail);
+		return NULL;
+	}
 	if (!key) {
-		nzi_log(true, comm->rank, "NEZHA_AGG_NODE: the node needs the job key given (NEZHA_JOB_KEY_FILE or NEZHA_JOB_KEY), not drawn at start: not using it");
+		nzi_log(true, comm->rank, "%s: the node needs the job key given (NEZHA_JOB_KEY_FILE or NEZHA_JOB_KEY), not drawn at start: not using it",
+			who);
 		return NULL;
 	}
 	if (comm->size > NZA_MAX_RANKS) {
-		nzi_log(true, comm->rank, "NEZHA_AGG_NODE: %d ranks, more than the node takes (%d): not using it",
-			comm->size, NZA_MAX_RANKS);
+		nzi_log(true, comm->rank, "%s: %d ranks, more than the node takes (%d): not using it",
+			who, comm->size, NZA_MAX_RANKS);
 		return NULL;
 	}
 	if (nzi_agg_resolve(e, &ss, &cfg.node_len)) {
-		nzi_log(true, comm->rank, "NEZHA_AGG_NODE: cannot resolve %s: not using it", e->host);
+		nzi_log(true, comm->rank, "%s: cannot resolve %s: not using it", who,
+			e->host);
 		return NULL;
 	}
 	cfg.node = (const struct sockaddr *)&ss;
+	if (e->rail[0]) {
+		local.sin_addr.s_addr = e->local_addr;
+		cfg.local = (const struct sockaddr *)&local;
+		cfg.local_len = sizeof(local);
+	}
 	cfg.key = key;
 	cfg.job_id = comm->job_id;
 	cfg.rank = (uint16_t)comm->rank;
@@ -712,8 +771,8 @@ static struct nzi_agg *nzi_agg_env_join(struct nz_comm *comm, const uint8_t *key
 	cfg.timeout_ms = (unsigned int)e->timeout_ms;
 	ret = nzi_agg_join(&cfg, &agg);
 	if (ret) {
-		nzi_log(true, comm->rank, "NEZHA_AGG_NODE: join of %s port %u failed: %s: not using it",
-			e->host, e->port, strerror(-ret));
+		nzi_log(true, comm->rank, "%s: join of %s port %u failed: %s: not using it",
+			who, e->host, e->port, strerror(-ret));
 		return NULL;
 	}
 	return agg;
@@ -739,10 +798,11 @@ int nzi_coll_agg_setup(struct nz_comm *comm, const uint8_t *key, const struct nz
 			agg = NULL;
 		}
 		v[NZI_AE_JOIN] = agg ? NZI_AJ_JOINED : NZI_AJ_OFF;
-		v[NZI_AE_MIN] = (int64_t)e->min_bytes;
-		v[NZI_AE_NMIN] = -(int64_t)e->min_bytes;
-		v[NZI_AE_SHARE] = (int64_t)(e->share * 1e9);
-		v[NZI_AE_NSHARE] = -v[NZI_AE_SHARE];
+		/* A rank without a node has no say in the settings. */
+		v[NZI_AE_MIN] = e->set ? (int64_t)e->min_bytes : INT64_MAX;
+		v[NZI_AE_NMIN] = e->set ? -(int64_t)e->min_bytes : INT64_MAX;
+		v[NZI_AE_SHARE] = e->set ? (int64_t)(e->share * 1e9) : INT64_MAX;
+		v[NZI_AE_NSHARE] = e->set ? -v[NZI_AE_SHARE] : INT64_MAX;
 	}
 	/*
 	 * Every rank uses the node, or none does; a rank whose settings are
@@ -753,14 +813,16 @@ int nzi_coll_agg_setup(struct nz_comm *comm, const uint8_t *key, const struct nz
 	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_BAD)
 		ret = parse_err ? parse_err :
 		      nzi_error(-EINVAL, "NEZHA_AGG_*: malformed on another rank (see its message)");
-	else if (!ret && (v[NZI_AE_MIN] != -v[NZI_AE_NMIN] || v[NZI_AE_SHARE] != -v[NZI_AE_NSHARE]))
+	else if (!ret && v[NZI_AE_MIN] != INT64_MAX &&
+		 (v[NZI_AE_MIN] != -v[NZI_AE_NMIN] || v[NZI_AE_SHARE] != -v[NZI_AE_NSHARE]))
 		ret = nzi_error(-EINVAL, "NEZHA_AGG_MIN or NEZHA_AGG_SHARE: the ranks' values differ");
 	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_JOINED && e->share > 0)
 		ret = nzi_coll_agg_fix(comm, e->share);
 	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_JOINED)
 		return 0;
-	if (!ret)
-		nzi_log(comm->verbose, comm->rank, "NEZHA_AGG_NODE: a rank could not join: the aggregation rail is off");
+	if (!ret && e->set)
+		nzi_log(comm->verbose, comm->rank, "aggregation node %s: a rank has none or could not join: not used",
+			e->host);
 	if (agg)
 		nzi_coll_agg_release(comm->coll);	/* closes agg */
 	return ret;
@@ -772,6 +834,7 @@ int nzi_coll_agg_env(struct nz_comm *comm, const uint8_t *key)
 	int ret = nzi_agg_env_parse(&e);
 
 	if (!ret && !e.set)
-		return 0;
+		ret = nzi_agg_env_rail(comm, &e);
+	/* Every rank, node or not: one without agrees to none. */
 	return nzi_coll_agg_setup(comm, key, &e, ret);
 }

@@ -184,27 +184,40 @@ static bool nzi_named(const char *const *names, const char *name)
 	return false;
 }
 
+int nzi_rail_info_list(struct nz_comm *c, struct nz_rail_info info[NZ_MAX_RAILS],
+		       unsigned int *n)
+{
+	struct nz_rail_list list = { .count = NZ_MAX_RAILS,
+				     .rails = (uint64_t)(uintptr_t)info };
+
+	memset(info, 0, sizeof(*info) * NZ_MAX_RAILS);
+	if (ioctl(nz_queue_fd(c->q), NZ_IOC_RAIL_LIST, &list) < 0)
+		return nzi_error(-errno, "comm: NZ_IOC_RAIL_LIST: %s", strerror(errno));
+	*n = list.count > NZ_MAX_RAILS ? NZ_MAX_RAILS : list.count;
+	for (unsigned int i = 0; i < *n; i++)
+		info[i].name[NZ_RAIL_NAME_LEN - 1] = 0;
+	return 0;
+}
+
 /*
- * The local rails the job may use: up, with a weight, and named in the
- * restriction list if there is one (where every name must then be usable).
+ * The local rails the job may use: point to point (TCP, RDMA), up, with a
+ * weight, and named in the restriction list if there is one (where every
+ * name must then be usable).
  */
 static int nzi_local_rails(struct nz_comm *c, const char *const *only,
 			   struct nzi_rail *out, unsigned int *nout)
 {
 	struct nz_rail_info info[NZ_MAX_RAILS];
-	struct nz_rail_list list = { .count = NZ_MAX_RAILS,
-				     .rails = (uint64_t)(uintptr_t)info };
-	unsigned int n = 0;
+	unsigned int n = 0, count;
+	int ret = nzi_rail_info_list(c, info, &count);
 
-	memset(info, 0, sizeof(info));
-	if (ioctl(nz_queue_fd(c->q), NZ_IOC_RAIL_LIST, &list) < 0)
-		return nzi_error(-errno, "comm: NZ_IOC_RAIL_LIST: %s", strerror(errno));
-	if (list.count > NZ_MAX_RAILS)
-		list.count = NZ_MAX_RAILS;
-	for (unsigned int i = 0; i < list.count; i++) {
+	if (ret)
+		return ret;
+	for (unsigned int i = 0; i < count; i++) {
 		struct nz_rail_info *r = &info[i];
 
-		r->name[NZ_RAIL_NAME_LEN - 1] = 0;
+		if (r->proto != NZ_PROTO_TCP && r->proto != NZ_PROTO_RDMA)
+			continue;
 		if (r->state != NZ_RAIL_UP || !r->weight || !nzi_named(only, r->name))
 			continue;
 		memcpy(out[n].name, r->name, NZ_RAIL_NAME_LEN);

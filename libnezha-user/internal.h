@@ -67,6 +67,11 @@ int nzi_random(void *buf, size_t len);
 
 /* ---- Bootstrap (boot_msg.c, bootstrap.c, boot_kv.c) ---- */
 
+/* The module's rails (NZ_IOC_RAIL_LIST), names terminated: 0 or -errno. */
+struct nz_comm;
+int nzi_rail_info_list(struct nz_comm *c, struct nz_rail_info info[NZ_MAX_RAILS],
+		       unsigned int *n);
+
 /* One local rail as the bootstrap sees it: what NZ_IOC_RAIL_LIST gives. */
 struct nzi_rail {
 	char name[NZ_RAIL_NAME_LEN];	/* NUL terminated, non-empty */

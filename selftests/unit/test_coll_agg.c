@@ -733,10 +733,11 @@ static void test_setup(const struct agg_node *node)
 {
 	struct setup_job *good = setup_job(node), *bad = setup_job(node);
 	struct setup_job *differ = setup_job(node), *away = setup_job(node);
-	struct setup_job *taken = setup_job(node);
+	struct setup_job *taken = setup_job(node), *none = setup_job(node);
+	struct setup_job *partial = setup_job(node), *down = setup_job(node);
 	int off = 0;
 
-	if (!good || !bad || !differ || !away || !taken) {
+	if (!good || !bad || !differ || !away || !taken || !none || !partial || !down) {
 		tap_ok(0, "set-up jobs allocated");
 		goto out;
 	}
@@ -768,7 +769,32 @@ static void test_setup(const struct agg_node *node)
 	tap_ok(off == NR,
 	       "rank 2 cannot attach the node (-EEXIST): 0 on %d of %d ranks, the node off on the others",
 	       off, NR);
+	/* Every rank enters the agreement, node or not (comm.c calls the
+	 * set-up for every communicator). */
+	for (int r = 0; r < NR; r++)
+		none->e[r] = (struct nzi_agg_env){ .window = 32, .timeout_ms = 5000,
+						   .min_bytes = 1 << 20 };
+	setup_run(none);
+	tap_ok(count(none, 0, false) == NR,
+	       "no rank has a node: 0 on %d of %d ranks, none attached", count(none, 0, false), NR);
+	/* Rank 1 has none, with other NEZHA_AGG_MIN than the rest: it has
+	 * no say in the settings, and the others go without the node. */
+	partial->e[1] = none->e[1];
+	setup_run(partial);
+	tap_ok(count(partial, 0, false) == NR,
+	       "rank 1 has no node (its NEZHA_AGG_MIN other): 0 on %d of %d ranks, the node off on all, none waits",
+	       count(partial, 0, false), NR);
+	/* Rank 0's node from a rail the module finds unreachable. */
+	snprintf(down->e[0].rail, sizeof(down->e[0].rail), "ra");
+	down->e[0].rail_down = true;
+	setup_run(down);
+	tap_ok(count(down, 0, false) == NR,
+	       "rank 0's aggregation rail unreachable: 0 on %d of %d ranks, the node off on all",
+	       count(down, 0, false), NR);
 out:
+	free(none);
+	free(partial);
+	free(down);
 	free(good);
 	free(bad);
 	free(differ);
@@ -781,7 +807,7 @@ int main(void)
 	struct aggd_cfg cfg;
 	struct agg_node node = { 0 };
 
-	tap_plan(28);
+	tap_plan(31);
 	for (size_t i = 0; i < sizeof(key); i++)
 		key[i] = (uint8_t)(i * 7 + 3);
 	cfg = node_cfg(0);
