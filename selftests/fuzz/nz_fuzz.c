@@ -441,6 +441,7 @@ struct rail {
 	uint32_t addr;		/* network order */
 	uint16_t port;		/* host order */
 	bool orig, exists;
+	bool agg;		/* NZ_PROTO_AGG: no communicator takes it */
 };
 
 static struct rail rails[16];
@@ -864,6 +865,8 @@ static int create_outcome(const struct nz_comm_create *cc,
 
 		if (!rl || !rl->exists)
 			return -ENODEV;
+		if (rl->agg)
+			return -EPROTOTYPE;
 		for (uint32_t u = 0; u < s; u++)
 			if (!strcmp(cc->rails[u], cc->rails[s]))
 				return -EINVAL;
@@ -1820,13 +1823,24 @@ static void nl_attrs(struct rng *r, struct nlbuf *m, uint8_t cmd, bool *mutating
 
 		if (pm(r, 950))
 			nl_put_str(m, NZ_A_RAIL_NAME, gen_name(r, name, sizeof(name)));
-		v = pm(r, 900) ? NZ_PROTO_TCP : (uint32_t)edge64(r);
+		v = pm(r, 900) ? NZ_PROTO_TCP : pm(r, 500) ? NZ_PROTO_AGG : (uint32_t)edge64(r);
 		if (pm(r, 950))
 			nl_put_u32(m, NZ_A_RAIL_PROTO, v);
+		/* an aggregator: mostly this host (probes answered by none) */
+		if (pm(r, v == NZ_PROTO_AGG ? 800 : 50)) {
+			uint32_t a = pm(r, 700) ? htonl(0x7f000001) : (uint32_t)rnd(r);
+
+			nl_put(m, NZ_A_RAIL_AGG_ADDR, &a, 4);
+		}
+		if (pm(r, v == NZ_PROTO_AGG ? 300 : 20)) {
+			uint16_t ap = pm(r, 500) ? (uint16_t)(29600 + below(r, 4)) : (uint16_t)rnd(r);
+
+			nl_put(m, NZ_A_RAIL_AGG_PORT, &ap, 2);
+		}
 		if (pm(r, 900))
 			nl_put_str(m, NZ_A_RAIL_DEV, pm(r, 900) ? rl->dev :
 				   pm(r, 500) ? "lo" : gen_name(r, name, sizeof(name)));
-		if (pm(r, 800))
+		if (pm(r, v == NZ_PROTO_AGG ? 200 : 800))
 			nl_put(m, NZ_A_RAIL_PORT, &port, 2);
 		if (pm(r, 200)) {
 			v = pm(r, 500) ? rl->addr : (uint32_t)rnd(r);
@@ -1911,6 +1925,7 @@ static void nl_repair(uint64_t index)
 		if (!rl)
 			continue;
 		rl->exists = true;
+		rl->agg = info[k].proto == NZ_PROTO_AGG;
 	}
 	for (i = 0; i < nrails; i++) {
 		struct rail *rl = &rails[i];

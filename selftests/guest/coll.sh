@@ -58,11 +58,24 @@ NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((5000 * TS)) \
 	NZ_AGG_EXPECT=split coll_job agg2 29604 2 agg 4 $((4 << 20))
 NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((5000 * TS)) \
 	NZ_AGG_EXPECT=split coll_job agg4 29606 4 agg 4 $((4 << 20))
+# The node named by the module's aggregation rail, NEZHA_AGG_NODE unset
+# (Documentation/aggregation.rst, "The rail"): the rail's probes find the
+# node, libnezha takes its address from the rail and sends from the
+# rail's address; every rank has the rail.
+"$NZ_BIN/tools/nezhactl" rail add ra proto agg dev rail1 aggregator $AGG
+check "agg rail ra: the node answers its probes" \
+	sh -c "for i in \$(seq $((50 * TS))); do [ \$(cat /sys/class/nezha/rail-ra/state) = up ] && exit 0; sleep 0.2; done; exit 1"
+NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((5000 * TS)) \
+	NZ_AGG_EXPECT=split coll_job aggrail 29608 2 agg 4 $((4 << 20))
 # A malformed setting fails every rank's communicator at once (-EINVAL).
 NEZHA_AGG_NODE=$AGG NEZHA_AGG_WINDOW=0 coll_job aggbad 29607 2 refused
 NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((1000 * TS)) \
 	NEZHA_AGG_SHARE=0.05 NZ_AGG_EXPECT=redo coll_job aggstop2 29605 2 agg 8 $((4 << 20)) \
 	'3:[ "$NZ_NODE" != 1 ] || pkill -x nezha-aggd'
+# The module saw the node go: 20 probes unanswered (2 s).
+check "agg rail ra: unreachable once the node stopped, the loss counted" \
+	sh -c "for i in \$(seq $((50 * TS))); do [ \$(cat /sys/class/nezha/rail-ra/state) = unreachable ] && [ \$(cat /sys/class/nezha/rail-ra/agg/lost) -ge 1 ] && exit 0; sleep 0.2; done; exit 1"
+check "agg rail ra deleted" "$NZ_BIN/tools/nezhactl" rail del ra
 if [ -n "$aggd" ]; then
 	check "nezha-aggd was stopped by the test, not before" sh -c "! kill -0 $aggd 2>/dev/null"
 	wait "$aggd" 2>/dev/null

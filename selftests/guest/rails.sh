@@ -597,6 +597,156 @@ for ((i = 0; i < nrails; i++)); do
 done
 ip link del nzwait0 2>/dev/null
 
+# --- aggregation rails (Documentation/aggregation.rst, "The rail") ---------------------------
+# No listener and no connections: a UDP socket to the node, bound to the
+# rail's address, and a probe every 100 ms that nezha-aggd answers.  The
+# node runs here, on the second rail's address.
+AGGP=29650
+# nl_rail_add ATTR=VALUE...: a RAIL_ADD of exactly these attributes, by
+# raw generic netlink (nezhactl refuses such mixes itself); prints the
+# errno the kernel answered (0: added).
+nl_rail_add() {
+	python3 - "$NZ_TOP/uapi/linux/nezha_netlink.h" "$@" <<'EOF'
+import re, socket, struct, sys
+hdr = open(sys.argv[1]).read()
+body = re.search(r"enum nz_genl_attr \{(.*?)\};", hdr, re.S).group(1)
+names = re.findall(r"^\s*(NZ_A_\w+),", body, re.M)
+A = {n: i for i, n in enumerate(names)}
+def attr(t, d):
+    n = 4 + len(d)
+    return struct.pack("=HH", n, t) + d + b"\0" * (-n % 4)
+def talk(s, fam, cmd, attrs, seq):
+    """Send one request with NLM_F_ACK; (errno, [replies]) at its ACK."""
+    p = struct.pack("=BBH", cmd, 1, 0) + b"".join(attrs)
+    s.send(struct.pack("=IHHII", 16 + len(p), fam, 5, seq, 0) + p)
+    replies = []
+    while True:
+        buf, off = s.recv(65536), 0
+        while off + 16 <= len(buf):
+            n, t, _, q, _ = struct.unpack_from("=IHHII", buf, off)
+            if q == seq and t == 2:                   # NLMSG_ERROR: the ACK
+                return -struct.unpack_from("=i", buf, off + 16)[0], replies
+            if q == seq:
+                replies.append(buf[off:off + n])
+            off += (n + 3) & ~3
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 16)
+s.bind((0, 0))
+err, replies = talk(s, 0x10, 3, [attr(2, b"nezha\0")], 1)   # CTRL_CMD_GETFAMILY
+fam = None
+for r in replies:
+    off = 20
+    while off + 4 <= len(r):
+        n, t = struct.unpack_from("=HH", r, off)
+        if t == 1:                                    # CTRL_ATTR_FAMILY_ID
+            fam = struct.unpack_from("=H", r, off + 4)[0]
+        off += (n + 3) & ~3
+if fam is None:
+    print("no nezha family: errno", err)
+    sys.exit(1)
+attrs = []
+for a in sys.argv[2:]:
+    k, v = a.split("=", 1)
+    t = A["NZ_A_RAIL_" + k]
+    if k in ("NAME", "DEV"):
+        attrs.append(attr(t, v.encode() + b"\0"))
+    elif k in ("ADDR", "AGG_ADDR"):
+        attrs.append(attr(t, socket.inet_aton(v)))
+    elif k in ("PORT", "AGG_PORT"):
+        attrs.append(attr(t, struct.pack("=H", int(v))))
+    elif k == "FRAME_MAC":
+        attrs.append(attr(t, struct.pack("=B", int(v))))
+    else:
+        attrs.append(attr(t, struct.pack("=I", int(v))))
+print(talk(s, fam, 2, attrs, 2)[0])                   # NZ_CMD_RAIL_ADD
+EOF
+}
+# comm_create RAIL...: NZ_IOC_COMM_CREATE, rank 0 of 2, on these rails;
+# prints the errno (0: created, and destroyed again).
+comm_create() {
+	python3 - "$@" <<'EOF'
+import ctypes, fcntl, os, socket, struct, sys
+names = sys.argv[1:]
+n = len(names)
+addrs = ctypes.create_string_buffer(8 * 2 * n)
+for i in range(n):                                # rank 1's addresses
+    struct.pack_into("=4sHH", addrs, 8 * (n + i), socket.inet_aton("10.77.9.9"),
+                     socket.htons(7470), 0)
+cc = bytearray(232)                               # struct nz_comm_create
+struct.pack_into("=Q32sIIIIII", cc, 0, 0x5eed0a66, b"k" * 32, 0, 2, n, 0, 0, 0)
+for i, name in enumerate(names):
+    struct.pack_into("16s", cc, 64 + 16 * i, name.encode())
+struct.pack_into("=Q", cc, 192, ctypes.addressof(addrs))
+fd = os.open("/dev/nezha", os.O_RDWR)
+try:
+    fcntl.ioctl(fd, (3 << 30) | (232 << 16) | (0xE7 << 8) | 2, cc)
+except OSError as e:
+    print(e.errno)
+    sys.exit(0)
+cid = struct.unpack_from("=I", cc, 60)[0]
+fcntl.ioctl(fd, (1 << 30) | (4 << 16) | (0xE7 << 8) | 4, struct.pack("=I", cid))
+print(0)
+EOF
+}
+ag_line="^[0-9]: ag agg dev ${ifs[1]} ${addrs[1]}:[0-9]+ weight 100 state %s aggregator ${addrs[1]}:$AGGP "
+check "agg rail added, no node yet" "$CTL" rail add ag proto agg dev "${ifs[1]}" aggregator "${addrs[1]}:$AGGP"
+check "agg rail: unreachable while no node answers" wait_state ag unreachable
+check "agg rail: rail show names the node and the state" \
+	sh -c "$CTL rail show ag | grep -qE '$(printf "$ag_line" unreachable)'"
+check "agg rail: probes sent, none answered" \
+	sh -c "[ \$(cat $SYS/rail-ag/agg/probes) -ge 1 ] && [ \$(cat $SYS/rail-ag/agg/answers) = 0 ]"
+check "agg rail: sysfs proto agg, node ${addrs[1]}:$AGGP" \
+	sh -c "[ \$(cat $SYS/rail-ag/proto) = agg ] && [ \$(cat $SYS/rail-ag/agg/node) = ${addrs[1]}:$AGGP ]"
+"$NZ_BIN/tools/nezha-aggd" --key-file "$NEZHA_JOB_KEY_FILE" --bind "${addrs[1]}" --port $AGGP \
+	>"$NZ_OUT/aggd-rails.log" 2>&1 &
+aggd=$!
+check "agg rail: up once nezha-aggd answers" wait_state ag up
+check "agg rail: rail show says up" sh -c "$CTL rail show ag | grep -qE '$(printf "$ag_line" up)'"
+check "agg rail: answers counted, a round trip measured" \
+	sh -c "[ \$(cat $SYS/rail-ag/agg/answers) -ge 1 ] && [ \$(cat $SYS/rail-ag/agg/rtt_us) -ge 1 ]"
+agl=$(ioc_list)
+# peer_port is in network order; ioc_list prints that field as a host u16.
+swapped=$(( ((AGGP & 255) << 8) | (AGGP >> 8) ))
+if grep -qE "ag@[0-9]+:${addrs[1]}:[0-9]+:100:1:3:$swapped:[0-9]+:" <<<"$agl"; then
+	ok "NZ_IOC_RAIL_LIST: proto 3, state up, the node's port"
+else
+	not_ok "NZ_IOC_RAIL_LIST: proto 3, state up, the node's port" "$agl"
+fi
+"$CTL" -j rail show ag >"$NZ_OUT/json/rail_show_ag.json" 2>&1
+out=$($JC --each "rail_show=$NZ_OUT/json/rail_show_ag.json" 2>&1); rc=$?
+sed "s/^/# /" <<<"$out"
+if [ $rc = 4 ]; then
+	skip "-j rail show of an agg rail against the schema" "python3-jsonschema not installed"
+elif [ $rc = 0 ] && grep -q '"aggregator":"'"${addrs[1]}"'"' "$NZ_OUT/json/rail_show_ag.json"; then
+	ok "-j rail show of an agg rail: valid against the schema, names the node"
+else
+	not_ok "-j rail show of an agg rail: valid against the schema, names the node" "$(head -c 600 "$NZ_OUT/json/rail_show_ag.json")"
+fi
+check_eq "NZ_IOC_COMM_CREATE refuses an agg rail (EPROTOTYPE)" 91 comm_create ag
+check_eq "... and takes a TCP rail (the same call)" 0 comm_create r0
+check_eq "... and refuses an agg rail in a later slot" 91 comm_create r0 ag
+kill "$aggd"; wait "$aggd" 2>/dev/null
+# 20 silent probes: two seconds, and more on a slow kernel.
+check "agg rail: unreachable once the node stopped" \
+	sh -c "for i in \$(seq 150); do [ \$(cat $SYS/rail-ag/state) = unreachable ] && exit 0; sleep 0.1; done; exit 1"
+check_eq "agg rail: the loss counted once" 1 cat "$SYS/rail-ag/agg/lost"
+check "agg rail: logged" sh -c "dmesg | grep -q 'rail ag: aggregation node ${addrs[1]}:$AGGP unreachable'"
+check_eq "RAIL_ADD agg without an aggregator: EDESTADDRREQ" 89 nl_rail_add NAME=ax PROTO=3 DEV="${ifs[1]}"
+check_eq "RAIL_ADD agg with a port: EINVAL" 22 nl_rail_add NAME=ax PROTO=3 DEV="${ifs[1]}" AGG_ADDR=10.0.0.1 PORT=7000
+check_eq "RAIL_ADD agg to a multicast node: EINVAL" 22 nl_rail_add NAME=ax PROTO=3 DEV="${ifs[1]}" AGG_ADDR=239.1.1.1
+check_eq "RAIL_ADD agg to 0.0.0.0: EDESTADDRREQ" 89 nl_rail_add NAME=ax PROTO=3 DEV="${ifs[1]}" AGG_ADDR=0.0.0.0
+check_eq "RAIL_ADD agg with frame-mac: EOPNOTSUPP" 95 nl_rail_add NAME=ax PROTO=3 DEV="${ifs[1]}" AGG_ADDR=10.0.0.1 FRAME_MAC=1
+check_eq "RAIL_ADD agg, node port 0: ERANGE (policy)" 34 nl_rail_add NAME=ax PROTO=3 DEV="${ifs[1]}" AGG_ADDR=10.0.0.1 AGG_PORT=0
+check_eq "RAIL_ADD tcp with an aggregator: EINVAL" 22 nl_rail_add NAME=ax PROTO=1 DEV="${ifs[1]}" PORT=7499 AGG_ADDR=10.0.0.1
+check_eq "RAIL_ADD protocol 4: ERANGE (policy)" 34 nl_rail_add NAME=ax PROTO=4 DEV="${ifs[1]}"
+check_eq "RAIL_ADD agg, well-formed (the same helper): 0" 0 nl_rail_add NAME=ax PROTO=3 DEV="${ifs[1]}" AGG_ADDR=10.0.0.1
+check "two agg rails on one address (their ports the kernel's)" \
+	sh -c "$CTL rail show ax | grep -q ' ax agg ' && $CTL rail show ag | grep -q ' ag agg '"
+check "unprivileged: no agg rail add" \
+	sh -c "! ${NOBODY[*]} $CTL rail add ay proto agg dev ${ifs[1]} aggregator 10.0.0.1 2>/dev/null && ! test -e $SYS/rail-ay"
+check "agg rail del" "$CTL" rail del ag
+check "its sysfs directory is gone" test ! -e "$SYS/rail-ag"
+# ax stays, probing an address nobody answers: the rmmod below stops it.
+
 # --- rmmod with rails configured -------------------------------------------------------------
 
 "$CTL" monitor >"$NZ_OUT/mon-rmmod.log" 2>&1 &
