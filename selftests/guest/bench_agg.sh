@@ -127,13 +127,17 @@ mp=ok
 if [ "$NZ_NODE" != "$AGG_NODE" ]; then
 	mptcp_setup server || mp=fail
 	mptcp_wrapper || mp=fail
-	joins0=$(mptcp_counter MPJoinAckRx)
+	# A join counts on the side that accepted the connection (the
+	# join's ACK) or on the side that opened it (the join's SYN/ACK):
+	# a rank may only have opened connections.
+	mp_joins() { echo $(( $(mptcp_counter MPJoinAckRx) + $(mptcp_counter MPJoinSynAckRx) + 0 )); }
+	joins0=$(mp_joins)
 fi
 barrier mptcp-ready 300 $mp || { not_ok "barrier mptcp-ready"; tap_done; exit 1; }
 if [ "$gloo_all" = 1 ] && [ "$NZ_ALL_OK" = 1 ] && [ "$NZ_NODE" != "$AGG_NODE" ]; then
 	gloo_run mptcp 29711 "${MPTCP_RUN[@]}"
-	joins=$(( $(mptcp_counter MPJoinAckRx) + 0 - ${joins0:-0} ))
-	say "MPTCP: $joins subflows joined on this rank's connections (MPJoinAckRx)"
+	joins=$(( $(mp_joins) - ${joins0:-0} ))
+	say "MPTCP: $joins subflows joined on this rank's connections (MPJoinAckRx + MPJoinSynAckRx)"
 	if [ "$joins" -gt 0 ]; then
 		ok "MPTCP ring: its connections had subflows on rail1 ($joins joined)"
 	else
