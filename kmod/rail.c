@@ -23,6 +23,8 @@
 #include <linux/string.h>
 #include <linux/sysfs.h>
 #include <net/net_namespace.h>
+#include <net/route.h>
+#include <net/sock.h>
 #include <net/netlink.h>
 #include <uapi/linux/nezha_netlink.h>
 #include "nezha.h"
@@ -109,6 +111,21 @@ u32 nz_rail_state(const struct nz_rail *rail)
 	if (READ_ONCE(rail->unreachable))
 		return NZ_RAIL_UNREACHABLE;
 	return NZ_RAIL_UP;
+}
+
+int nz_rail_bind(struct nz_rail *rail, struct socket *sock, __be32 dst)
+{
+	struct sockaddr_in local = {
+		.sin_family = AF_INET, .sin_addr.s_addr = rail->addr,
+	};
+	int ret;
+
+	if (inet_addr_type(rail->net, dst) != RTN_LOCAL) {
+		ret = sock_bindtoindex(sock->sk, rail->ifindex, true);
+		if (ret)
+			return ret;
+	}
+	return kernel_bind(sock, (struct sockaddr *)&local, sizeof(local));
 }
 
 void nz_rail_set_speed(struct nz_rail *rail, struct net_device *dev)

@@ -18,6 +18,7 @@
 #include <uapi/linux/nezha.h>
 
 struct nz_transport;
+struct socket;
 struct device;
 struct netlink_ext_ack;
 
@@ -111,6 +112,12 @@ int nz_rail_set(const char *name, const u32 *weight, const bool *admin_up);
 struct nz_rail *nz_rail_get(const char *name);	/* takes a reference */
 void nz_rail_put(struct nz_rail *rail);
 u32 nz_rail_state(const struct nz_rail *rail);	/* enum nz_rail_state */
+/*
+ * Bind sock (IPv4) to the rail's address, port 0, and to its device
+ * unless dst is an address of this host: what leaves by it leaves by the
+ * rail.  0 or a negative errno.
+ */
+int nz_rail_bind(struct nz_rail *rail, struct socket *sock, __be32 dst);
 /* Under RTNL: read the link speed of dev, the rail's netdev, into the rail. */
 void nz_rail_set_speed(struct nz_rail *rail, struct net_device *dev);
 /* 1..15 characters of [A-Za-z0-9_.-]; name must be NUL terminated. */

@@ -104,7 +104,6 @@ int nz_tcp_conn_connect(struct nz_conn *conn)
 	struct nz_comm *comm = conn->peer->comm;
 	const struct nz_comm_addr *a;
 	struct nz_rail *rail = conn->rail;
-	struct sockaddr_in local = { .sin_family = AF_INET };
 	struct sockaddr_in peer = { .sin_family = AF_INET };
 	struct nz_fmac_keys keys = {};
 	struct socket *sock;
@@ -113,7 +112,6 @@ int nz_tcp_conn_connect(struct nz_conn *conn)
 	a = &comm->addrs[conn->peer->rank * comm->nrails + conn->slot];
 	peer.sin_addr.s_addr = a->addr;
 	peer.sin_port = a->port;
-	local.sin_addr.s_addr = rail->addr;
 
 	ret = sock_create_kern(rail->net, AF_INET, SOCK_STREAM, IPPROTO_TCP,
 			       &sock);
@@ -123,13 +121,7 @@ int nz_tcp_conn_connect(struct nz_conn *conn)
 	if (ret)
 		goto out_release;
 	nz_tcp_set_timeouts(sock);
-	/* Leave by the rail's device, unless the peer is on this host. */
-	if (inet_addr_type(rail->net, a->addr) != RTN_LOCAL) {
-		ret = sock_bindtoindex(sock->sk, rail->ifindex, true);
-		if (ret)
-			goto out_release;
-	}
-	ret = kernel_bind(sock, (struct sockaddr *)&local, sizeof(local));
+	ret = nz_rail_bind(rail, sock, a->addr);
 	if (ret)
 		goto out_release;
 	ret = kernel_connect(sock, (struct sockaddr *)&peer, sizeof(peer), 0);

@@ -228,10 +228,7 @@ static void nz_agg_data_ready(struct sock *sk)
 static int nz_agg_open(struct nz_agg_rail *ar)
 {
 	struct nz_rail *rail = ar->rail;
-	struct sockaddr_in local = {
-		.sin_family = AF_INET, .sin_addr.s_addr = rail->addr,
-	};
-	struct sockaddr_in node = {
+	struct sockaddr_in local, node = {
 		.sin_family = AF_INET, .sin_addr.s_addr = rail->peer_addr,
 		.sin_port = htons(rail->peer_port),
 	};
@@ -242,13 +239,7 @@ static int nz_agg_open(struct nz_agg_rail *ar)
 			       &sock);
 	if (ret)
 		return ret;
-	/* Leave by the rail's device, unless the node is on this host. */
-	if (inet_addr_type(rail->net, rail->peer_addr) != RTN_LOCAL) {
-		ret = sock_bindtoindex(sock->sk, rail->ifindex, true);
-		if (ret)
-			goto out_release;
-	}
-	ret = kernel_bind(sock, (struct sockaddr *)&local, sizeof(local));
+	ret = nz_rail_bind(rail, sock, rail->peer_addr);
 	if (ret)
 		goto out_release;
 	ret = kernel_connect(sock, (struct sockaddr *)&node, sizeof(node), 0);
