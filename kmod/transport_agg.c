@@ -105,6 +105,21 @@ static void nz_agg_log(struct nz_agg_rail *ar, bool reachable)
 				    rail->peer_port, NZ_AGG_MISSES);
 }
 
+/*
+ * The rail's device went and a device of its name came back under another
+ * ifindex (health.c adopts it into rail->ifindex): bind the socket to the
+ * new one.  A socket bound to no device (the node is on this host) stays.
+ */
+static void nz_agg_follow_dev(struct nz_agg_rail *ar)
+{
+	struct sock *sk = ar->sock->sk;
+	int bound = READ_ONCE(sk->sk_bound_dev_if);
+	int ifindex = READ_ONCE(ar->rail->ifindex);
+
+	if (bound && bound != ifindex)
+		sock_bindtoindex(sk, ifindex, true);
+}
+
 static void nz_agg_probe_work(struct work_struct *work)
 {
 	struct nz_agg_rail *ar = container_of(to_delayed_work(work),
@@ -137,6 +152,7 @@ static void nz_agg_probe_work(struct work_struct *work)
 	if (lost)
 		nz_agg_log(ar, false);
 
+	nz_agg_follow_dev(ar);
 	/* A send that fails (no route, link down) is a probe unanswered. */
 	kernel_sendmsg(ar->sock, &msg, &vec, 1, sizeof(pkt));
 	atomic64_inc(&ar->rail->stats.agg_probes);

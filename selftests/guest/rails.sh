@@ -23,6 +23,9 @@ NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all)
 
 cleanup() {
 	ip netns del nzrns 2>/dev/null
+	ip netns del nzagns 2>/dev/null
+	ip link del nzav0 2>/dev/null
+	[ -z "${aggns:-}" ] || kill "$aggns" 2>/dev/null
 	ip link del nzrv0 2>/dev/null
 	ip link del nzrdum0 2>/dev/null
 	[ -z "${reader:-}" ] || kill "$reader" 2>/dev/null
@@ -743,6 +746,32 @@ check "two agg rails on one address (their ports the kernel's)" \
 	sh -c "$CTL rail show ax | grep -q ' ax agg ' && $CTL rail show ag | grep -q ' ag agg '"
 check "unprivileged: no agg rail add" \
 	sh -c "! ${NOBODY[*]} $CTL rail add ay proto agg dev ${ifs[1]} aggregator 10.0.0.1 2>/dev/null && ! test -e $SYS/rail-ay"
+# The rail's device deleted and made again (another ifindex): the rail
+# follows it, as TCP rails do.  The node sits in a namespace, behind a
+# veth pair.
+agv() {	# agv: the veth pair and its addresses, the node's end in nzagns
+	ip link add nzav0 type veth peer name nzav1 netns nzagns &&
+		ip addr add 10.96.0.1/24 dev nzav0 && ip link set nzav0 up &&
+		ip -n nzagns addr add 10.96.0.2/24 dev nzav1 && ip -n nzagns link set nzav1 up
+}
+if ip netns add nzagns 2>/dev/null && agv; then
+	ip netns exec nzagns "$NZ_BIN/tools/nezha-aggd" --key-file "$NEZHA_JOB_KEY_FILE" \
+		--bind 0.0.0.0 --port 29651 >"$NZ_OUT/aggd-ns.log" 2>&1 &
+	aggns=$!
+	check "agg rail on a veth, its node in a namespace" \
+		"$CTL" rail add ah proto agg dev nzav0 aggregator 10.96.0.2:29651
+	check "... up" wait_state ah up
+	ip link del nzav0
+	check "... no-link once the device is gone" wait_state ah no-link
+	agv
+	check "... up again once a device of that name is back (new ifindex)" wait_state ah up
+	check "... and deleted" "$CTL" rail del ah
+	kill "$aggns"; wait "$aggns" 2>/dev/null
+	ip link del nzav0 2>/dev/null
+	ip netns del nzagns
+else
+	skip "agg rail on a veth whose device is made again" "cannot make a namespace with a veth pair"
+fi
 check "agg rail del" "$CTL" rail del ag
 check "its sysfs directory is gone" test ! -e "$SYS/rail-ag"
 # ax stays, probing an address nobody answers: the rmmod below stops it.
