@@ -1823,7 +1823,7 @@ static void nl_attrs(struct rng *r, struct nlbuf *m, uint8_t cmd, bool *mutating
 
 		if (pm(r, 950))
 			nl_put_str(m, NZ_A_RAIL_NAME, gen_name(r, name, sizeof(name)));
-		v = pm(r, 900) ? NZ_PROTO_TCP : pm(r, 500) ? NZ_PROTO_AGG : (uint32_t)edge64(r);
+		v = pm(r, 850) ? NZ_PROTO_TCP : pm(r, 600) ? NZ_PROTO_AGG : (uint32_t)edge64(r);
 		if (pm(r, 950))
 			nl_put_u32(m, NZ_A_RAIL_PROTO, v);
 		/* an aggregator: mostly this host (probes answered by none) */
