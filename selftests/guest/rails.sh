@@ -761,10 +761,16 @@ if ip netns add nzagns 2>/dev/null && agv; then
 	check "agg rail on a veth, its node in a namespace" \
 		"$CTL" rail add ah proto agg dev nzav0 aggregator 10.96.0.2:29651
 	check "... up" wait_state ah up
+	lost0=$(cat "$SYS/rail-ah/agg/lost")
 	ip link del nzav0
 	check "... no-link once the device is gone" wait_state ah no-link
+	# Gone long enough for 20 probes to fail: the rail must find its node
+	# again through the new device, not just see a link.
+	check "... its node unreachable meanwhile (the loss counted)" \
+		sh -c "for i in \$(seq 100); do [ \$(cat $SYS/rail-ah/agg/lost) -gt $lost0 ] && exit 0; sleep 0.1; done; exit 1"
 	agv
-	check "... up again once a device of that name is back (new ifindex)" wait_state ah up
+	check "... up again once a device of that name is back (new ifindex): the node answers through it" \
+		wait_state ah up
 	check "... and deleted" "$CTL" rail del ah
 	kill "$aggns"; wait "$aggns" 2>/dev/null
 	ip link del nzav0 2>/dev/null
