@@ -40,7 +40,8 @@
 #define NZA_BATCH	32	/* packets per sendmmsg / recvmmsg */
 
 struct nzi_agg {
-	struct nzi_agg_cfg cfg;
+	struct nzi_agg_cfg cfg;		/* node, local: at node_ss, local_ss */
+	struct sockaddr_storage node_ss, local_ss;
 	uint8_t key[NZA_KEY_LEN];
 	int fd;
 	uint32_t handle;
@@ -180,6 +181,8 @@ static int join_exchange(struct nzi_agg *a)
 		struct nza_challenge c;
 		ssize_t n;
 
+		if (a->cfg.abort && atomic_load(a->cfg.abort))
+			return -ECANCELED;
 		a->st.join_tries++;
 		if (!have_cookie) {
 			ret = send_pkt(a, nza_encode_hello(a->pkt, &h));
@@ -216,7 +219,8 @@ int nzi_agg_join(const struct nzi_agg_cfg *cfg, struct nzi_agg **out)
 
 	if (!cfg || !out || !cfg->node || !cfg->key || !cfg->nranks ||
 	    cfg->nranks > NZA_MAX_RANKS || cfg->rank >= cfg->nranks || !cfg->window ||
-	    cfg->window > NZA_MAX_WINDOW)
+	    cfg->window > NZA_MAX_WINDOW || cfg->node_len > sizeof(a->node_ss) ||
+	    (cfg->local && cfg->local_len > sizeof(a->local_ss)))
 		return -EINVAL;
 	a = calloc(1, sizeof(*a));
 	if (!a)
@@ -224,6 +228,12 @@ int nzi_agg_join(const struct nzi_agg_cfg *cfg, struct nzi_agg **out)
 	atomic_init(&a->cancel, false);
 	a->cfg = *cfg;
 	a->cfg.key = NULL;
+	memcpy(&a->node_ss, cfg->node, cfg->node_len);
+	a->cfg.node = (const struct sockaddr *)&a->node_ss;
+	if (cfg->local) {
+		memcpy(&a->local_ss, cfg->local, cfg->local_len);
+		a->cfg.local = (const struct sockaddr *)&a->local_ss;
+	}
 	if (!a->cfg.rto_ms)
 		a->cfg.rto_ms = 20;
 	if (!a->cfg.timeout_ms)
@@ -265,6 +275,44 @@ out_free:
 	nzi_wipe(a, sizeof(*a));
 	free(a);
 	return ret;
+}
+
+int nzi_agg_rejoin(struct nzi_agg *a)
+{
+	if (!a)
+		return -EINVAL;
+	return a->broken ? -EPIPE : join_exchange(a);
+}
+
+void nzi_agg_tmpl_set(struct nzi_agg_tmpl *t, const struct nzi_agg_cfg *cfg)
+{
+	memset(t, 0, sizeof(*t));
+	t->cfg = *cfg;
+	t->cfg.drop_tx_every = t->cfg.drop_rx_every = t->cfg.drop_rx_after = 0;
+	if (cfg->node && cfg->node_len <= sizeof(t->node)) {
+		memcpy(&t->node, cfg->node, cfg->node_len);
+		t->cfg.node = (const struct sockaddr *)&t->node;
+	} else {
+		t->cfg.node = NULL;	/* nzi_agg_join() refuses it */
+	}
+	if (cfg->local && cfg->local_len <= sizeof(t->local)) {
+		memcpy(&t->local, cfg->local, cfg->local_len);
+		t->cfg.local = (const struct sockaddr *)&t->local;
+	} else {
+		t->cfg.local = NULL;
+	}
+	if (cfg->key) {
+		memcpy(t->key, cfg->key, sizeof(t->key));
+		t->cfg.key = t->key;
+	}
+}
+
+void nzi_agg_tmpl_of(struct nzi_agg_tmpl *t, const struct nzi_agg *a)
+{
+	struct nzi_agg_cfg cfg = a->cfg;
+
+	cfg.key = a->key;
+	nzi_agg_tmpl_set(t, &cfg);
 }
 
 static int wire_dtype(enum nz_dtype dt)

@@ -15,6 +15,7 @@
 #ifndef NEZHA_AGG_CLIENT_H
 #define NEZHA_AGG_CLIENT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -33,6 +34,7 @@ struct nzi_agg_cfg {
 	unsigned int rto_ms;		/* first and least retransmission timeout
 					 * (0: 20); then the measured round trip's */
 	unsigned int timeout_ms;	/* no progress this long: -ETIMEDOUT (0: 10000) */
+	const atomic_bool *abort;	/* NULL, or set: the join ends (-ECANCELED) */
 	/* Tests only: lose every Nth DATA sent / RESULT received, and every
 	 * RESULT after the first drop_rx_after (0: none). */
 	unsigned int drop_tx_every, drop_rx_every, drop_rx_after;
@@ -46,6 +48,22 @@ struct nzi_agg_stats {
 };
 
 struct nzi_agg;
+
+/*
+ * A join's configuration kept for later joins (a communicator coming back
+ * to a node after it stopped using it): the addresses and the key copied
+ * in, cfg's pointers aimed at them, the tests' drop hooks cleared.  It
+ * points into itself: set it where it stays, do not copy it.
+ */
+struct nzi_agg_tmpl {
+	struct nzi_agg_cfg cfg;
+	struct sockaddr_storage node, local;
+	uint8_t key[32];		/* NZ_JOB_KEY_LEN */
+};
+
+void nzi_agg_tmpl_set(struct nzi_agg_tmpl *t, const struct nzi_agg_cfg *cfg);
+/* The configuration a was joined with. */
+void nzi_agg_tmpl_of(struct nzi_agg_tmpl *t, const struct nzi_agg *a);
 
 /*
  * Join cfg->job_id at the node.  Returns 0 and *out, or -errno:
@@ -74,6 +92,14 @@ int nzi_agg_allreduce(struct nzi_agg *a, void *buf, size_t count, enum nz_dtype 
  * of waiting out timeout_ms for a node that does not answer.
  */
 void nzi_agg_cancel(struct nzi_agg *a);
+
+/*
+ * Join again, on a's socket, the job a joined: the node keeps the rank in
+ * the job (and the job from its idle reaping).  The node may answer with
+ * another session (it had released the job): a then uses that.  0 or as
+ * nzi_agg_join(); a broken a: -EPIPE.
+ */
+int nzi_agg_rejoin(struct nzi_agg *a);
 
 /* The window the node granted (slots of the job). */
 unsigned int nzi_agg_window(const struct nzi_agg *a);

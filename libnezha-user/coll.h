@@ -363,6 +363,12 @@ int nzi_coll_get(struct nz_comm *comm, struct nzi_coll **out);
 int nzi_coll_launch(struct nz_comm *comm, struct nzi_sched *s, struct nzi_args *a,
 		    uint32_t seq, size_t total);
 
+/*
+ * Block until req is finished for its caller (its outcome recorded), as
+ * nz_coll_wait() does, without reporting it to the caller.
+ */
+void nzi_coll_settle(struct nz_coll_request *req);
+
 /* ---- The aggregation rail's share of an allreduce (coll_agg.c) ---- */
 
 struct nzi_agg;
@@ -372,7 +378,12 @@ struct nzi_coll_agg_stats {
 	uint64_t agg_bytes, ring_bytes;	/* of those, bytes each way went */
 	uint64_t redos;			/* shares redone on the ring */
 	uint64_t probes;		/* the rails alone, measured */
-	bool off;			/* the node is no longer used */
+	uint64_t resumes;		/* off, then on again (joined anew) */
+	uint64_t splits_on;		/* splits since the last time on again */
+	uint64_t waits;			/* allreduces that waited for an
+					 * earlier one's agreement to start */
+	bool off;			/* the node is not used (now) */
+	bool ready;			/* off, and this rank joined anew */
 	bool paused;			/* splits were slower than the rails alone */
 	double rate_agg, rate_ring;	/* agreed estimates, bytes per us */
 	double scale;			/* the rates' share is scaled by this */

@@ -28,6 +28,24 @@
  * collectives' engine only looks at whether it is done.  Sequence numbers:
  * a split allreduce takes three (its schedule, the agreement, the redo),
  * every rank alike.
+ *
+ * One agreement at a time.  What an agreement teaches (the rates, the
+ * node off or on again) decides the next allreduces' cut, so every rank
+ * must have learnt it before the same allreduce: an allreduce that could
+ * be split waits, when it starts, for the agreement of the one before it
+ * (non-blocking allreduces started back to back would otherwise be cut by
+ * a rank that has seen that agreement and by one that has not).  Only
+ * allreduces of NEZHA_AGG_MIN bytes or more wait, and only while a node
+ * is attached.
+ *
+ * Coming back.  Once off, the communicator's thread joins the node again
+ * in the background, as a new job (the job id and an epoch), once the
+ * module finds the aggregation rail up again (or, with NEZHA_AGG_NODE, at
+ * growing intervals), and keeps that join alive.  Every
+ * NZI_AGG_PROBE_EVERY-th allreduce that could be split is then a probe
+ * whose agreement also says whether every rank has joined; if so, every
+ * rank uses the node again, its cut cold.  A node unreachable when the
+ * communicator is created is the same case: off from the start.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include "agg_client.h"
 #include "agg_wire.h"
@@ -52,12 +71,23 @@
 #define NZI_AGG_BETTER		0.95	/* this much faster: grow again */
 #define NZI_AGG_SHRINK		0.5
 #define NZI_AGG_GROW		1.25
+/* Off: join again after this, doubling to the maximum while the node does
+ * not answer (the module's rail, if any, is looked at every RETRY). */
+#define NZI_AGG_RETRY_MS	1000
+#define NZI_AGG_RETRY_MAX_MS	30000
+#define NZI_AGG_JOIN_MS		2000	/* one join's bound */
+#define NZI_AGG_REFRESH_MS	20000	/* a join kept alive (the node's idle
+					 * reaping: 60 s by default) */
 
 enum { NZI_AP_RUN, NZI_AP_AGREE, NZI_AP_REDO, NZI_AP_END };
-enum { NZI_AV_FAIL, NZI_AV_T_AGG, NZI_AV_T_RING, NZI_AV_LEN };
+enum { NZI_AV_FAIL, NZI_AV_T_AGG, NZI_AV_T_RING, NZI_AV_NOTREADY, NZI_AV_LEN };
 
 struct nzi_agg_part {
 	struct nzi_agg_part *next;	/* the worker's queue */
+	struct nzi_coll_agg *ca;
+	bool started, ended;		/* counted in ca->pending between */
+	bool resume;			/* a probe that may turn the node on */
+	bool lent;			/* it holds ca->ready still (ca->lent) */
 	uint8_t *buf;			/* the share, at the start of recvbuf */
 	const void *input;		/* its input: sendbuf, or backup */
 	void *backup;			/* in place: a copy of the input */
@@ -87,8 +117,121 @@ struct nzi_coll_agg {
 	struct nzi_agg_cut cut;
 	size_t min_bytes;
 	double fixed;			/* > 0: this share, always (benchmarks) */
+	uint64_t epoch;			/* joins anew since the first */
+	uint64_t off_eligible;		/* allreduces that could be split, off */
+	unsigned int pending;		/* measured allreduces not yet agreed */
 	struct nzi_coll_agg_stats st;
+	/* Joining again: how (this rank's), and the thread's state under mu. */
+	struct nzi_agg_tmpl tmpl;
+	bool can_join;			/* tmpl has a node and a key */
+	int rail_fd;			/* /dev/nezha, -1: none */
+	char rail[NZ_RAIL_NAME_LEN];	/* "": no rail to wait for */
+	atomic_bool abort;		/* a join under way ends */
+	bool want;			/* off: join again */
+	struct nzi_agg *ready;		/* joined for epoch + 1 */
+	bool lent;			/* a probe counts on ready: leave it be */
+	int64_t ready_ms, next_try_ms, backoff_ms;
 };
+
+/* Wait on cond (mu held) for at most ms. */
+static void nzi_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t ms)
+{
+	struct timespec ts;
+
+	if (ms < 1)
+		ms = 1;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	ts.tv_sec += ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	pthread_cond_timedwait(cond, mu, &ts);
+}
+
+/* The module finds the aggregation rail up (or there is no rail). */
+static bool nzi_agg_rail_up(const struct nzi_coll_agg *ca)
+{
+	struct nz_rail_info info[NZ_MAX_RAILS];
+	struct nz_rail_list list = { .count = NZ_MAX_RAILS, .rails = (uint64_t)(uintptr_t)info };
+
+	if (!ca->rail[0])
+		return true;
+	if (ca->rail_fd < 0)
+		return false;
+	memset(info, 0, sizeof(info));
+	if (ioctl(ca->rail_fd, NZ_IOC_RAIL_LIST, &list) < 0)
+		return false;
+	for (unsigned int i = 0; i < list.count && i < NZ_MAX_RAILS; i++)
+		if (info[i].proto == NZ_PROTO_AGG &&
+		    !strncmp(info[i].name, ca->rail, NZ_RAIL_NAME_LEN))
+			return info[i].state == NZ_RAIL_UP;
+	return false;
+}
+
+/* Join the node as the job's epoch: a job of its own at the node, so
+ * that no slot of the old one (a block some ranks sent before it failed)
+ * is met again. */
+static int nzi_agg_join_epoch(struct nzi_coll_agg *ca, uint64_t epoch, struct nzi_agg **out)
+{
+	struct nzi_agg_cfg cfg = ca->tmpl.cfg;
+
+	if (!ca->can_join)
+		return -ENOKEY;
+	cfg.job_id ^= epoch * 0x9e3779b97f4a7c15ull;
+	if (!cfg.timeout_ms || cfg.timeout_ms > NZI_AGG_JOIN_MS)
+		cfg.timeout_ms = NZI_AGG_JOIN_MS;
+	cfg.abort = &ca->abort;
+	return nzi_agg_join(&cfg, out);
+}
+
+/*
+ * The thread, off: join for the next epoch, or keep that join alive.
+ * Called and returns with ca->mu held; talks to the node without it.
+ */
+static void nzi_agg_try(struct nzi_coll_agg *ca)
+{
+	struct nzi_agg *a = ca->ready, *drop = NULL;
+	uint64_t epoch = ca->epoch + 1;
+	int64_t now = nzi_now_ms();
+	int ret;
+
+	if (ca->lent || (a && now - ca->ready_ms < NZI_AGG_REFRESH_MS)) {
+		ca->next_try_ms = ca->lent ? now + NZI_AGG_RETRY_MS :
+					     ca->ready_ms + NZI_AGG_REFRESH_MS;
+		return;
+	}
+	ca->ready = NULL;	/* the thread's while it talks to the node */
+	pthread_mutex_unlock(&ca->mu);
+	if (!nzi_agg_rail_up(ca))
+		ret = -ENETUNREACH;
+	else if (a)
+		ret = nzi_agg_rejoin(a);
+	else
+		ret = nzi_agg_join_epoch(ca, epoch, &a);
+	if (ret) {
+		drop = a;
+		a = NULL;
+	}
+	pthread_mutex_lock(&ca->mu);
+	now = nzi_now_ms();
+	if (a && ca->want && !ca->stop && ca->epoch + 1 == epoch && !ca->ready) {
+		ca->ready = a;
+		ca->ready_ms = now;
+		ca->next_try_ms = now + NZI_AGG_REFRESH_MS;
+		ca->backoff_ms = NZI_AGG_RETRY_MS;
+		a = NULL;
+	} else if (ret == -ENETUNREACH) {
+		ca->next_try_ms = now + NZI_AGG_RETRY_MS;	/* the module watches */
+	} else if (ret) {
+		ca->next_try_ms = now + ca->backoff_ms;
+		ca->backoff_ms = 2 * ca->backoff_ms < NZI_AGG_RETRY_MAX_MS ?
+				 2 * ca->backoff_ms : NZI_AGG_RETRY_MAX_MS;
+	}
+	pthread_mutex_unlock(&ca->mu);
+	nzi_agg_close(drop);
+	nzi_agg_close(a);	/* no longer wanted */
+	pthread_mutex_lock(&ca->mu);
+}
 
 static void *nzi_agg_worker(void *arg)
 {
@@ -101,8 +244,16 @@ static void *nzi_agg_worker(void *arg)
 		bool stop;
 		int ret;
 
-		while (!ca->head && !ca->stop)
-			pthread_cond_wait(&ca->work, &ca->mu);
+		while (!ca->head && !ca->stop) {
+			int64_t wait = ca->next_try_ms - nzi_now_ms();
+
+			if (!ca->want)
+				pthread_cond_wait(&ca->work, &ca->mu);
+			else if (wait > 0)
+				nzi_cond_wait_ms(&ca->work, &ca->mu, wait);
+			else
+				nzi_agg_try(ca);
+		}
 		p = ca->head;
 		if (!p)
 			break;
@@ -124,13 +275,19 @@ static void *nzi_agg_worker(void *arg)
 	return NULL;
 }
 
-int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_bytes)
+/*
+ * Attach a node to comm: joined as agg, or (agg NULL) off from the start,
+ * to be joined later as tmpl says.  rail: the module's aggregation rail to
+ * wait for, or NULL.
+ */
+static int nzi_agg_attach(struct nz_comm *comm, struct nzi_agg *agg,
+			  const struct nzi_agg_cfg *tmpl, const char *rail, size_t min_bytes)
 {
 	struct nzi_coll_agg *ca;
 	struct nzi_coll *c;
 	int ret;
 
-	if (!comm || !agg || comm->size < 2)
+	if (!comm || (!agg && !tmpl) || comm->size < 2)
 		return -EINVAL;
 	ret = nzi_coll_get(comm, &c);
 	if (ret)
@@ -143,6 +300,20 @@ int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_by
 	ca->agg = agg;
 	ca->min_bytes = min_bytes;
 	nzi_agg_cut_init(&ca->cut);
+	if (tmpl)
+		nzi_agg_tmpl_set(&ca->tmpl, tmpl);
+	else
+		nzi_agg_tmpl_of(&ca->tmpl, agg);
+	ca->can_join = ca->tmpl.cfg.node && ca->tmpl.cfg.key;
+	ca->rail_fd = comm->q ? nz_queue_fd(comm->q) : -1;
+	if (rail)
+		snprintf(ca->rail, sizeof(ca->rail), "%s", rail);
+	atomic_init(&ca->abort, false);
+	ca->backoff_ms = NZI_AGG_RETRY_MS;
+	if (!agg) {
+		ca->off = true;
+		ca->want = true;	/* the thread tries at once */
+	}
 	pthread_mutex_init(&ca->mu, NULL);
 	pthread_cond_init(&ca->work, NULL);
 	pthread_cond_init(&ca->done, NULL);
@@ -156,6 +327,11 @@ int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_by
 	}
 	c->agg = ca;
 	return 0;
+}
+
+int nzi_coll_agg_attach(struct nz_comm *comm, struct nzi_agg *agg, size_t min_bytes)
+{
+	return agg ? nzi_agg_attach(comm, agg, NULL, NULL, min_bytes) : -EINVAL;
 }
 
 /* Stop the worker (a share under way ends within a retransmission
@@ -172,8 +348,10 @@ void nzi_coll_agg_release(struct nzi_coll *c)
 	pthread_cond_broadcast(&ca->work);
 	pthread_mutex_unlock(&ca->mu);
 	nzi_agg_cancel(ca->agg);	/* a share under way: not its timeout */
+	atomic_store(&ca->abort, true);	/* a join under way */
 	pthread_join(ca->tid, NULL);
 	nzi_agg_close(ca->agg);
+	nzi_agg_close(ca->ready);
 	pthread_cond_destroy(&ca->done);
 	pthread_cond_destroy(&ca->work);
 	pthread_mutex_destroy(&ca->mu);
@@ -201,6 +379,9 @@ int nzi_coll_agg_stats(struct nz_comm *comm, struct nzi_coll_agg_stats *out)
 		return -ENOENT;
 	*out = ca->st;
 	out->off = ca->off;
+	pthread_mutex_lock(&ca->mu);
+	out->ready = ca->ready != NULL;
+	pthread_mutex_unlock(&ca->mu);
 	out->paused = ca->cut.paused;
 	out->rate_agg = ca->cut.rate_agg;
 	out->rate_ring = ca->cut.rate_ring;
@@ -324,17 +505,28 @@ void nzi_agg_cut_learn(struct nzi_agg_cut *c, uint64_t agg_bytes, uint64_t ring_
 	}
 }
 
-/* Elements of a for the node, and whether to measure: the same on every
- * rank.  k 0 and measure: a probe of the rails alone. */
-static size_t nzi_agg_share(struct nzi_coll_agg *ca, const struct nzi_args *a, bool *measure)
+/* An allreduce the node could take part in, whatever the state. */
+static bool nzi_agg_candidate(const struct nzi_coll_agg *ca, const struct nzi_args *a)
+{
+	return a->coll == NZ_COLL_ALLREDUCE && nzi_agg_supported(a->dtype, a->op) && a->count &&
+	       a->count * nz_dtype_size(a->dtype) >= ca->min_bytes;
+}
+
+/* Elements of a candidate for the node, and whether to measure: the same
+ * on every rank.  k 0 and measure: a probe of the rails alone (resume:
+ * one that may turn the node on again). */
+static size_t nzi_agg_share(struct nzi_coll_agg *ca, const struct nzi_args *a, bool *measure,
+			    bool *resume)
 {
 	size_t es = nz_dtype_size(a->dtype), q = NZI_AGG_QUANTUM / es;
 	struct nzi_agg_choice ch;
 
-	*measure = false;
-	if (ca->off || a->coll != NZ_COLL_ALLREDUCE || !nzi_agg_supported(a->dtype, a->op) ||
-	    a->count * es < ca->min_bytes || !a->count)
+	*measure = *resume = false;
+	if (ca->off) {
+		*resume = *measure = ca->off_eligible++ % NZI_AGG_PROBE_EVERY ==
+				     NZI_AGG_PROBE_EVERY - 1;
 		return 0;
+	}
 	*measure = true;
 	if (ca->fixed >= 1)
 		return a->count;
@@ -345,23 +537,46 @@ static size_t nzi_agg_share(struct nzi_coll_agg *ca, const struct nzi_args *a, b
 	return (size_t)(ch.share * (double)a->count) / q * q;
 }
 
+/* Settle the measured allreduce not yet agreed on, if any (at most one). */
+static void nzi_agg_settle_pending(struct nzi_coll *c, struct nzi_coll_agg *ca)
+{
+	if (ca->pending)
+		ca->st.waits++;
+	while (ca->pending) {
+		struct nz_coll_request *r = c->head;
+
+		while (r && !(r->agg && r->agg->started && !r->agg->ended))
+			r = r->next;
+		if (!r || r->finished) {
+			ca->pending = 0;	/* not reached: every end is counted */
+			break;
+		}
+		nzi_coll_settle(r);
+	}
+}
+
 int nzi_agg_split(struct nzi_coll *c, struct nz_comm *comm, struct nzi_args *a,
 		  struct nz_coll_request *req, size_t *total)
 {
 	struct nzi_coll_agg *ca = c->agg;
 	struct nzi_agg_part *p;
-	bool measure;
+	bool measure, resume;
 	size_t k, es;
 
-	if (!ca || comm->size < 2)
+	if (!ca || comm->size < 2 || !nzi_agg_candidate(ca, a))
 		return 0;
-	k = nzi_agg_share(ca, a, &measure);
+	/* Every rank cuts with what the last agreement taught (the head
+	 * comment, "One agreement at a time"). */
+	nzi_agg_settle_pending(c, ca);
+	k = nzi_agg_share(ca, a, &measure, &resume);
 	if (!measure)
 		return 0;
 	es = nz_dtype_size(a->dtype);
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
+	p->ca = ca;
+	p->resume = resume;
 	p->buf = a->recvbuf;
 	p->count = k;
 	p->bytes = k * es;
@@ -398,12 +613,15 @@ void nzi_agg_start(struct nz_coll_request *req)
 	struct nzi_agg_part *p = req->agg;
 
 	p->t_start_us = nzi_now_us();
+	p->started = true;
+	ca->pending++;
 	if (!p->count) {
 		ca->st.probes++;
 		p->done = true;		/* nothing for the node */
 		return;
 	}
 	ca->st.splits++;
+	ca->st.splits_on++;
 	ca->st.agg_bytes += p->bytes;
 	ca->st.ring_bytes += p->ring_bytes;
 	pthread_mutex_lock(&ca->mu);
@@ -420,6 +638,13 @@ void nzi_agg_part_free(struct nzi_agg_part *p)
 {
 	if (!p)
 		return;
+	if (p->started && !p->ended)
+		p->ca->pending--;
+	if (p->lent) {
+		pthread_mutex_lock(&p->ca->mu);
+		p->ca->lent = false;
+		pthread_mutex_unlock(&p->ca->mu);
+	}
 	if (p->s2_live)
 		nzi_sched_free(&p->s2);
 	free(p->backup);
@@ -444,15 +669,10 @@ bool nzi_agg_waiting(const struct nz_coll_request *req)
 void nzi_agg_wait(struct nz_coll_request *req, int timeout_ms)
 {
 	struct nzi_coll_agg *ca = req->owner->agg;
-	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += (long)timeout_ms * 1000000;
-	ts.tv_sec += ts.tv_nsec / 1000000000;
-	ts.tv_nsec %= 1000000000;
 	pthread_mutex_lock(&ca->mu);
 	if (!req->agg->done)
-		pthread_cond_timedwait(&ca->done, &ca->mu, &ts);
+		nzi_cond_wait_ms(&ca->done, &ca->mu, timeout_ms);
 	pthread_mutex_unlock(&ca->mu);
 }
 
@@ -501,9 +721,58 @@ static bool nzi_agg_end(struct nz_coll_request *req, int err, const char *msg)
 
 	p->result = err;
 	p->phase = NZI_AP_END;
+	if (p->started && !p->ended)
+		p->ca->pending--;
+	p->ended = true;
 	if (err && msg && msg != req->s.errmsg)
 		snprintf(req->s.errmsg, sizeof(req->s.errmsg), "%s", msg);
 	return true;
+}
+
+/* Agreed: the node failed a share.  The thread starts joining anew. */
+static void nzi_agg_go_off(struct nzi_coll_agg *ca)
+{
+	ca->off = true;
+	ca->off_eligible = 0;
+	pthread_mutex_lock(&ca->mu);
+	ca->want = true;
+	ca->next_try_ms = 0;
+	ca->backoff_ms = NZI_AGG_RETRY_MS;
+	pthread_cond_signal(&ca->work);
+	pthread_mutex_unlock(&ca->mu);
+}
+
+/*
+ * Agreed at a resume probe: every rank has joined anew (go) or not.  No
+ * share is at the node now (one agreement at a time, and a probe has no
+ * share), so the old client can go.
+ */
+static void nzi_agg_resume(struct nz_coll_request *req, bool go)
+{
+	struct nzi_coll_agg *ca = req->owner->agg;
+	struct nzi_agg_part *p = req->agg;
+	struct nzi_agg *old = NULL;
+
+	pthread_mutex_lock(&ca->mu);
+	if (go) {
+		old = ca->agg;
+		ca->agg = ca->ready;
+		ca->ready = NULL;
+		ca->epoch++;
+		ca->want = false;
+	}
+	ca->lent = p->lent = false;
+	pthread_mutex_unlock(&ca->mu);
+	nzi_agg_close(old);
+	if (!go)
+		return;
+	ca->off = false;
+	nzi_agg_cut_init(&ca->cut);
+	ca->st.resumes++;
+	ca->st.splits_on = 0;
+	nzi_log(req->s.comm->verbose, req->s.comm->rank,
+		"aggregation node: every rank joined it again: using it (epoch %llu)",
+		(unsigned long long)ca->epoch);
 }
 
 /*
@@ -529,6 +798,14 @@ bool nzi_agg_advance(struct nz_coll_request *req)
 		p->av_in[NZI_AV_FAIL] = p->ret != 0;
 		p->av_in[NZI_AV_T_AGG] = p->t_agg_us;
 		p->av_in[NZI_AV_T_RING] = p->t_ring_us;
+		if (p->resume) {
+			/* The thread must not join again meanwhile: the node
+			 * would send to that socket's address. */
+			pthread_mutex_lock(&ca->mu);
+			p->lent = ca->lent = ca->ready != NULL;
+			p->av_in[NZI_AV_NOTREADY] = !ca->ready;
+			pthread_mutex_unlock(&ca->mu);
+		}
 		ret = nzi_agg_launch(req, false);
 		if (ret)
 			return nzi_agg_end(req, ret, "allreduce: cannot start the aggregation share's agreement");
@@ -543,10 +820,12 @@ bool nzi_agg_advance(struct nz_coll_request *req)
 		nzi_sched_free(&p->s2);
 		p->s2_live = false;
 		nzi_agg_learn(ca, p);
+		if (p->resume)
+			nzi_agg_resume(req, !p->av_out[NZI_AV_NOTREADY]);
 		if (!p->av_out[NZI_AV_FAIL])
 			return nzi_agg_end(req, 0, NULL);
 		/* Some rank's share failed: every rank redoes it here. */
-		ca->off = true;
+		nzi_agg_go_off(ca);
 		ca->st.redos++;
 		ret = nzi_agg_launch(req, true);
 		if (ret)
@@ -723,55 +1002,67 @@ static int nzi_agg_resolve(const struct nzi_agg_env *e, struct sockaddr_storage 
 
 /* This rank's outcome, the first number of the agreement (MIN). */
 enum { NZI_AJ_BAD = -1, NZI_AJ_OFF = 0, NZI_AJ_JOINED = 1 };
-enum { NZI_AE_JOIN, NZI_AE_MIN, NZI_AE_NMIN, NZI_AE_SHARE, NZI_AE_NSHARE, NZI_AE_LEN };
+enum { NZI_AE_JOIN, NZI_AE_ATTACHED, NZI_AE_MIN, NZI_AE_NMIN, NZI_AE_SHARE, NZI_AE_NSHARE,
+       NZI_AE_LEN };
 
-static struct nzi_agg *nzi_agg_env_join(struct nz_comm *comm, const uint8_t *key,
-					const struct nzi_agg_env *e)
+/*
+ * How this rank joins e's node: false (said why) if it never can -- no
+ * job key, too many ranks, a name that does not resolve.  cfg points into
+ * ss and local.
+ */
+static bool nzi_agg_env_cfg(struct nz_comm *comm, const uint8_t *key, const struct nzi_agg_env *e,
+			    struct nzi_agg_cfg *cfg, struct sockaddr_storage *ss,
+			    struct sockaddr_in *local)
 {
 	const char *who = e->rail[0] ? "aggregation rail" : "NEZHA_AGG_NODE";
-	struct sockaddr_in local = { .sin_family = AF_INET };
-	struct nzi_agg_cfg cfg = { 0 };
-	struct sockaddr_storage ss;
-	struct nzi_agg *agg = NULL;
-	int ret;
 
-	if (!e->set)
-		return NULL;
-	if (e->rail_down) {
-		nzi_log(true, comm->rank, "aggregation rail %s: the module finds node %s:%u unreachable (nezhactl rail show %s): not using it",
-			e->rail, e->host, e->port, e->rail);
-		return NULL;
-	}
 	if (!key) {
 		nzi_log(true, comm->rank, "%s: the node needs the job key given (NEZHA_JOB_KEY_FILE or NEZHA_JOB_KEY), not drawn at start: not using it",
 			who);
-		return NULL;
+		return false;
 	}
 	if (comm->size > NZA_MAX_RANKS) {
 		nzi_log(true, comm->rank, "%s: %d ranks, more than the node takes (%d): not using it",
 			who, comm->size, NZA_MAX_RANKS);
-		return NULL;
+		return false;
 	}
-	if (nzi_agg_resolve(e, &ss, &cfg.node_len)) {
-		nzi_log(true, comm->rank, "%s: cannot resolve %s: not using it", who,
-			e->host);
-		return NULL;
+	*cfg = (struct nzi_agg_cfg){ 0 };
+	if (nzi_agg_resolve(e, ss, &cfg->node_len)) {
+		nzi_log(true, comm->rank, "%s: cannot resolve %s: not using it", who, e->host);
+		return false;
 	}
-	cfg.node = (const struct sockaddr *)&ss;
+	cfg->node = (const struct sockaddr *)ss;
 	if (e->rail[0]) {
-		local.sin_addr.s_addr = e->local_addr;
-		cfg.local = (const struct sockaddr *)&local;
-		cfg.local_len = sizeof(local);
+		*local = (struct sockaddr_in){ .sin_family = AF_INET,
+					       .sin_addr.s_addr = e->local_addr };
+		cfg->local = (const struct sockaddr *)local;
+		cfg->local_len = sizeof(*local);
 	}
-	cfg.key = key;
-	cfg.job_id = comm->job_id;
-	cfg.rank = (uint16_t)comm->rank;
-	cfg.nranks = (uint16_t)comm->size;
-	cfg.window = (uint16_t)e->window;
-	cfg.timeout_ms = (unsigned int)e->timeout_ms;
-	ret = nzi_agg_join(&cfg, &agg);
+	cfg->key = key;
+	cfg->job_id = comm->job_id;
+	cfg->rank = (uint16_t)comm->rank;
+	cfg->nranks = (uint16_t)comm->size;
+	cfg->window = (uint16_t)e->window;
+	cfg->timeout_ms = (unsigned int)e->timeout_ms;
+	return true;
+}
+
+/* Join now if the rail is up: the client, or NULL (said why). */
+static struct nzi_agg *nzi_agg_env_join(struct nz_comm *comm, const struct nzi_agg_env *e,
+					const struct nzi_agg_cfg *cfg)
+{
+	const char *who = e->rail[0] ? "aggregation rail" : "NEZHA_AGG_NODE";
+	struct nzi_agg *agg = NULL;
+	int ret;
+
+	if (e->rail_down) {
+		nzi_log(true, comm->rank, "aggregation rail %s: the module finds node %s:%u unreachable (nezhactl rail show %s): not using it until it is up",
+			e->rail, e->host, e->port, e->rail);
+		return NULL;
+	}
+	ret = nzi_agg_join(cfg, &agg);
 	if (ret) {
-		nzi_log(true, comm->rank, "%s: join of %s port %u failed: %s: not using it",
+		nzi_log(true, comm->rank, "%s: join of %s port %u failed: %s: not using it for now",
 			who, e->host, e->port, strerror(-ret));
 		return NULL;
 	}
@@ -782,22 +1073,35 @@ int nzi_coll_agg_setup(struct nz_comm *comm, const uint8_t *key, const struct nz
 		       int parse_err)
 {
 	int64_t v[NZI_AE_LEN] = { NZI_AJ_BAD };
+	struct sockaddr_storage ss;
+	struct sockaddr_in local;
+	struct nzi_agg_cfg cfg;
 	struct nzi_agg *agg = NULL;
+	bool attached = false;
 	int ret;
 
 	if (comm->size < 2)
 		return parse_err;
 	if (!parse_err) {
-		/* Attached before the agreement, so that a rank that cannot
-		 * attach (memory, a thread) says so in it. */
-		agg = nzi_agg_env_join(comm, key, e);
-		if (agg && (ret = nzi_coll_agg_attach(comm, agg, e->min_bytes))) {
-			nzi_log(true, comm->rank, "NEZHA_AGG_NODE: cannot attach the node: %s: not using it",
-				strerror(-ret));
-			nzi_agg_close(agg);
-			agg = NULL;
+		/*
+		 * Attached before the agreement -- joined, or off until it
+		 * can join -- so that a rank that cannot attach (memory, a
+		 * thread) says so in it.
+		 */
+		if (e->set && nzi_agg_env_cfg(comm, key, e, &cfg, &ss, &local)) {
+			agg = nzi_agg_env_join(comm, e, &cfg);
+			ret = nzi_agg_attach(comm, agg, &cfg, e->rail[0] ? e->rail : NULL,
+					     e->min_bytes);
+			if (ret) {
+				nzi_log(true, comm->rank, "aggregation node: cannot attach it: %s: not using it",
+					strerror(-ret));
+				nzi_agg_close(agg);
+				agg = NULL;
+			}
+			attached = !ret;
 		}
 		v[NZI_AE_JOIN] = agg ? NZI_AJ_JOINED : NZI_AJ_OFF;
+		v[NZI_AE_ATTACHED] = attached;
 		/* A rank without a node has no say in the settings. */
 		v[NZI_AE_MIN] = e->set ? (int64_t)e->min_bytes : INT64_MAX;
 		v[NZI_AE_NMIN] = e->set ? -(int64_t)e->min_bytes : INT64_MAX;
@@ -805,9 +1109,11 @@ int nzi_coll_agg_setup(struct nz_comm *comm, const uint8_t *key, const struct nz
 		v[NZI_AE_NSHARE] = e->set ? -v[NZI_AE_SHARE] : INT64_MAX;
 	}
 	/*
-	 * Every rank uses the node, or none does; a rank whose settings are
-	 * malformed or differ from the others' fails every rank's creation
-	 * alike (the cut is computed apart on every rank from them).
+	 * Every rank has the node attached, or none does; a rank whose
+	 * settings are malformed or differ from the others' fails every
+	 * rank's creation alike (the cut is computed apart on every rank
+	 * from them).  Attached on every rank but not joined on every one:
+	 * off, until every rank has joined anew.
 	 */
 	ret = nz_allreduce(comm, v, v, NZI_AE_LEN, NZ_INT64, NZ_MIN);
 	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_BAD)
@@ -816,14 +1122,20 @@ int nzi_coll_agg_setup(struct nz_comm *comm, const uint8_t *key, const struct nz
 	else if (!ret && v[NZI_AE_MIN] != INT64_MAX &&
 		 (v[NZI_AE_MIN] != -v[NZI_AE_NMIN] || v[NZI_AE_SHARE] != -v[NZI_AE_NSHARE]))
 		ret = nzi_error(-EINVAL, "NEZHA_AGG_MIN or NEZHA_AGG_SHARE: the ranks' values differ");
-	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_JOINED && e->share > 0)
+	if (!ret && v[NZI_AE_ATTACHED] && e->share > 0)
 		ret = nzi_coll_agg_fix(comm, e->share);
-	if (!ret && v[NZI_AE_JOIN] == NZI_AJ_JOINED)
+	if (!ret && v[NZI_AE_ATTACHED]) {
+		if (v[NZI_AE_JOIN] != NZI_AJ_JOINED) {
+			nzi_log(comm->verbose, comm->rank, "aggregation node %s: a rank could not join: off until every rank has",
+				e->host);
+			nzi_agg_go_off(comm->coll->agg);
+		}
 		return 0;
+	}
 	if (!ret && e->set)
-		nzi_log(comm->verbose, comm->rank, "aggregation node %s: a rank has none or could not join: not used",
+		nzi_log(comm->verbose, comm->rank, "aggregation node %s: a rank has none or cannot use it: not used",
 			e->host);
-	if (agg)
+	if (attached)
 		nzi_coll_agg_release(comm->coll);	/* closes agg */
 	return ret;
 }

@@ -739,13 +739,17 @@ int nz_coll_progress(struct nz_comm *comm)
  */
 int nz_coll_wait(struct nz_coll_request *req)
 {
-	struct nzi_coll *c;
-	struct nz_comm *comm;
-
 	if (!nzi_req_valid(req))
 		return nzi_error(-EINVAL, "coll_wait: not a collective in flight");
-	c = req->owner;
-	comm = req->s.comm;
+	nzi_coll_settle(req);
+	return nzi_finish(req);
+}
+
+void nzi_coll_settle(struct nz_coll_request *req)
+{
+	struct nzi_coll *c = req->owner;
+	struct nz_comm *comm = req->s.comm;
+
 	for (;;) {
 		struct nzi_sched *w, *fw;
 		int tmo = -1, stall = comm->wait_timeout_ms, ret;
@@ -756,7 +760,7 @@ int nz_coll_wait(struct nz_coll_request *req)
 
 		nzi_progress_all(c);
 		if (req->finished)
-			return nzi_finish(req);
+			return;
 		w = nzi_agg_sched(req);
 		fw = w->nflight ? w : NULL;
 		/* Only the aggregation share is left: its client has a timeout. */

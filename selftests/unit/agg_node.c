@@ -19,7 +19,12 @@ static void *agg_node_main(void *arg)
 
 int agg_node_start(struct agg_node *t, const struct aggd_cfg *cfg)
 {
-	int ret = aggd_udp_open(&t->udp, "127.0.0.1", 0);
+	return agg_node_start_on(t, cfg, 0);
+}
+
+int agg_node_start_on(struct agg_node *t, const struct aggd_cfg *cfg, uint16_t port)
+{
+	int ret = aggd_udp_open(&t->udp, "127.0.0.1", port);
 
 	if (ret)
 		return ret;

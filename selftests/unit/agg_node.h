@@ -22,6 +22,8 @@ struct agg_node {
 
 /* Create a node of cfg on 127.0.0.1 (a free port) and serve: 0 or -errno. */
 int agg_node_start(struct agg_node *t, const struct aggd_cfg *cfg);
+/* The same on this port (a node started again where it was). */
+int agg_node_start_on(struct agg_node *t, const struct aggd_cfg *cfg, uint16_t port);
 /* Stop serving and close the socket; t->n stays for its counters
  * (aggd_destroy() it). */
 void agg_node_stop(struct agg_node *t);

@@ -19,6 +19,10 @@
  *   place already): every allreduce exact, the failed share redone on the
  *   ring on every rank, the node no longer used;
  * - one rank's share fails while the others' succeed: all redo it;
+ * - coming back: after a failed share, and after the node was stopped
+ *   and started again, every rank joins anew and uses the node again;
+ * - non-blocking allreduces started back to back while a rank finishes
+ *   the first before it starts the second: every rank cuts alike;
  * - a share cancelled (as nz_comm_destroy() does) ends at once;
  * - the NEZHA_AGG_* settings: malformed values refused; a rank whose
  *   settings are malformed or differ fails every rank's set-up alike, a
@@ -144,6 +148,8 @@ struct job {
 	enum nz_redop op;
 	int iters;
 	bool in_place;
+	bool pairs;			/* iallreduce pairs, the last rank slow */
+	unsigned int pause_us;		/* between allreduces */
 	/* results, by rank */
 	int ret[NR];
 	size_t bad[NR];
@@ -178,6 +184,36 @@ static struct nzi_agg *join(struct job *j, int rank)
 	return nzi_agg_join(&cfg, &a) ? NULL : a;
 }
 
+/*
+ * One iteration of j->pairs: two non-blocking allreduces; every rank but
+ * the last starts both back to back, the last finishes the first before it
+ * starts the second (a rank busy computing between two buckets).
+ */
+static int pair_iter(struct job *j, struct nz_comm *c, int r, uint8_t *in, uint8_t *out,
+		     uint8_t *out2)
+{
+	size_t len = j->count * nz_dtype_size(j->dtype);
+	struct nz_coll_request *q1 = NULL, *q2 = NULL;
+	int ret, ret2 = 0;
+
+	fill(r, in, j->count, j->dtype);
+	memset(out, 0xa5, len);
+	memset(out2, 0x5a, len);
+	ret = nz_iallreduce(c, in, out, j->count, j->dtype, j->op, &q1);
+	if (!ret && r == NR - 1) {
+		ret = nz_coll_wait(q1);
+		q1 = NULL;
+	}
+	if (!ret)
+		ret = nz_iallreduce(c, in, out2, j->count, j->dtype, j->op, &q2);
+	if (q1)
+		ret2 = nz_coll_wait(q1);
+	if (q2)
+		ret2 = ret2 ? ret2 : nz_coll_wait(q2);
+	j->bad[r] += wrong(out, j->count, j->dtype, j->op) + wrong(out2, j->count, j->dtype, j->op);
+	return ret ? ret : ret2;
+}
+
 static void *rank_main(void *arg)
 {
 	struct rank_arg *ra = arg;
@@ -188,9 +224,10 @@ static void *rank_main(void *arg)
 	struct nz_comm *c = NULL;
 	struct nzi_agg *a;
 	uint8_t *in = malloc(len ? len : 1), *out = malloc(len ? len : 1);
+	uint8_t *out2 = malloc(len ? len : 1);
 
 	j->failed_iter[r] = -1;
-	if (!in || !out || nzi_coll_comm_new(&c, r, NR, &tw_xport, &ra->ctx)) {
+	if (!in || !out || !out2 || nzi_coll_comm_new(&c, r, NR, &tw_xport, &ra->ctx)) {
 		j->ret[r] = -ENOMEM;
 		goto out;
 	}
@@ -206,6 +243,12 @@ static void *rank_main(void *arg)
 		goto out;
 	}
 	for (int it = 0; it < j->iters && !j->ret[r]; it++) {
+		if (j->pause_us)
+			usleep(j->pause_us);
+		if (j->pairs) {
+			j->ret[r] = pair_iter(j, c, r, in, out, out2);
+			goto counters;
+		}
 		fill(r, in, j->count, j->dtype);
 		if (j->in_place)
 			memcpy(out, in, len);
@@ -222,6 +265,7 @@ static void *rank_main(void *arg)
 				free(again);
 			}
 		}
+counters:
 		nzi_coll_agg_stats(c, &now);
 		if (now.splits > prev.splits) {
 			if (!prev.splits) {
@@ -236,12 +280,15 @@ static void *rank_main(void *arg)
 		prev = now;
 	}
 	nzi_coll_agg_stats(c, &j->st[r]);
-	j->retransmits[r] = nzi_agg_stats(a)->retransmits;
+	/* a: closed if the node was joined anew */
+	if (!j->st[r].resumes)
+		j->retransmits[r] = nzi_agg_stats(a)->retransmits;
 out:
 	if (c)
 		nz_comm_destroy(c);
 	free(in);
 	free(out);
+	free(out2);
 	return NULL;
 }
 
@@ -406,6 +453,8 @@ static void test_loss(struct agg_node *node)
 struct killer {
 	struct agg_node *node;
 	uint64_t after_rx;	/* stop the node once it received this many */
+	unsigned int restart_ms;	/* then start it again after this (0: not) */
+	int restarted;
 };
 
 static void *kill_main(void *arg)
@@ -416,6 +465,14 @@ static void *kill_main(void *arg)
 	while (__atomic_load_n(&aggd_stats(k->node->n)->rx, __ATOMIC_RELAXED) < k->after_rx)
 		usleep(1000);
 	agg_node_stop(k->node);
+	if (k->restart_ms) {
+		struct aggd_cfg cfg = node_cfg(0);
+		uint16_t port = ntohs(k->node->addr.sin_port);
+
+		usleep(k->restart_ms * 1000);
+		aggd_destroy(k->node->n);
+		k->restarted = !agg_node_start_on(k->node, &cfg, port);
+	}
 	return NULL;
 }
 
@@ -451,6 +508,116 @@ static void test_node_dies(void)
 	       j.failed_iter[0]);
 	tap_ok(off && stopped, "after that no allreduce is split (%llu splits of %d)",
 	       (unsigned long long)j.st[0].splits, j.iters);
+}
+
+/* What every rank of j must show after one failed share and one join anew. */
+static bool came_back(const struct job *j, uint64_t *splits_after)
+{
+	bool ok = true;
+
+	for (int r = 0; r < NR; r++) {
+		splits_after[r] = j->st[r].splits_on;
+		ok &= j->st[r].redos == 1 && j->st[r].resumes == 1 && !j->st[r].off &&
+		      j->failed_iter[r] == j->failed_iter[0] && splits_after[r] >= 1 &&
+		      j->st[r].splits == j->st[0].splits &&
+		      j->st[r].splits == (uint64_t)j->failed_iter[r] + 1 + splits_after[r];
+	}
+	if (!ok)
+		for (int r = 0; r < NR; r++)
+			tap_diag("rank %d: redos %llu, resumes %llu, off %d, failed at %d, splits %llu",
+				 r, (unsigned long long)j->st[r].redos,
+				 (unsigned long long)j->st[r].resumes, j->st[r].off,
+				 j->failed_iter[r], (unsigned long long)j->st[r].splits);
+	return ok;
+}
+
+/*
+ * Rank 2 loses every result after its 100th: the first split's share
+ * fails there, the node goes off on every rank.  Each rank's thread joins
+ * anew at once (the node is alive; a new join has no lost results), and
+ * the 16th allreduce after is the probe that turns the node on again.
+ */
+static void test_resume(struct agg_node *node)
+{
+	struct job j = { .node = node, .min_bytes = 64 << 10, .timeout_ms = 300, .deaf = 2,
+			 .deaf_after = 100, .count = 1 << 18, .dtype = NZ_FLOAT32, .op = NZ_SUM,
+			 .iters = 40, .pause_us = 2000 };
+	uint64_t after[NR];
+	bool back;
+
+	run(&j);
+	back = came_back(&j, after);
+	tap_ok(all(&j, 0) && back && j.failed_iter[0] == 0,
+	       "rank 2 loses the node's results: the share redone, the node off, then joined anew by every rank and used again (%llu splits after; %d, %zu wrong)",
+	       (unsigned long long)after[0], j.ret[0], j.bad[0]);
+}
+
+/* The node stopped in the middle of a share, started again on its port
+ * 300 ms later: every rank joins it anew, as a new job (the old one died
+ * with it), and uses it again. */
+static void test_restart(void)
+{
+	struct aggd_cfg cfg = node_cfg(0);
+	struct agg_node node = { 0 };
+	struct job j = { .node = &node, .min_bytes = 64 << 10, .timeout_ms = 300,
+			 .count = 1 << 18, .dtype = NZ_FLOAT32, .op = NZ_SUM, .iters = 64,
+			 .pause_us = 20000 };
+	struct killer k = { .node = &node, .after_rx = 4 * 512 + 2 * 512, .restart_ms = 300 };
+	uint64_t after[NR];
+	pthread_t tid;
+	bool back;
+
+	if (agg_node_start(&node, &cfg)) {
+		tap_ok(0, "a node starts");
+		return;
+	}
+	pthread_create(&tid, NULL, kill_main, &k);
+	run(&j);
+	pthread_join(tid, NULL);
+	if (k.restarted)
+		agg_node_stop(&node);
+	aggd_destroy(node.n);
+	back = came_back(&j, after);
+	tap_ok(k.restarted && all(&j, 0) && back,
+	       "the node stopped mid-share and started again: every allreduce exact, the node joined anew by every rank and used again (%llu splits after; failed at #%d)",
+	       (unsigned long long)after[0], j.failed_iter[0]);
+}
+
+/*
+ * Non-blocking allreduces in pairs; ranks 0-2 start both back to back,
+ * rank 3 finishes the first before it starts the second, so it has seen
+ * the first one's agreement when it cuts the second and they have not.
+ * Every rank must cut alike all the same (else the parts on the rails
+ * differ in size between ranks: wrong sums or a stall).  The node is
+ * limited, so that the cut moves.
+ */
+static void test_pairs(void)
+{
+	struct aggd_cfg cfg = node_cfg(20000);
+	struct agg_node node = { 0 };
+	struct job j = { .node = &node, .min_bytes = 64 << 10, .timeout_ms = 5000,
+			 .count = 1 << 17, .dtype = NZ_FLOAT32, .op = NZ_SUM, .iters = 12,
+			 .pairs = true };
+	bool same = true;
+	uint64_t waits = 0;
+
+	if (agg_node_start(&node, &cfg)) {
+		tap_ok(0, "a node starts");
+		return;
+	}
+	run(&j);
+	agg_node_stop(&node);
+	aggd_destroy(node.n);
+	for (int r = 0; r < NR; r++) {
+		same &= j.st[r].splits == j.st[0].splits && j.st[r].probes == j.st[0].probes &&
+			j.st[r].agg_bytes == j.st[0].agg_bytes;
+		waits += j.st[r].waits;
+	}
+	tap_ok(all(&j, 0) && same && j.st[0].splits >= 4 && waits > 0,
+	       "non-blocking pairs, rank 3 late with the second: every allreduce exact, every rank cut alike (%llu splits, %llu probes, %llu bytes to the node; %llu waits; %d %d %d %d, %zu wrong)",
+	       (unsigned long long)j.st[0].splits, (unsigned long long)j.st[0].probes,
+	       (unsigned long long)j.st[0].agg_bytes, (unsigned long long)waits, j.ret[0],
+	       j.ret[1], j.ret[2], j.ret[3], j.bad[0] + j.bad[1] + j.bad[2] + j.bad[3]);
 }
 
 static void test_one_rank_fails(struct agg_node *node)
@@ -622,7 +789,7 @@ struct setup_job {
 	int parse_err[NR];
 	bool taken[NR];			/* a node attached before: -EEXIST */
 	int ret[NR], fix_range[NR];
-	bool attached[NR], works[NR];
+	bool attached[NR], off[NR], works[NR];
 };
 
 struct setup_arg {
@@ -664,6 +831,7 @@ static void *setup_main(void *arg)
 	}
 	j->ret[r] = nzi_coll_agg_setup(c, key, &j->e[r], j->parse_err[r]);
 	j->attached[r] = !nzi_coll_agg_stats(c, &st);
+	j->off[r] = j->attached[r] && st.off;
 	if (j->attached[r]) {
 		/* nzi_coll_agg_fix's range, then one allreduce through it all */
 		j->fix_range[r] = (nzi_coll_agg_fix(c, 1.5) == -EINVAL) +
@@ -714,19 +882,25 @@ static struct setup_job *setup_job(const struct agg_node *node)
 	return j;
 }
 
-/* How many ranks returned ret, were attached (att), passed fix's checks. */
-static int count(const struct setup_job *j, int ret, bool att)
+/* How many ranks returned ret, were attached (att) and off or not,
+ * passed fix's checks, used the node if attached and on. */
+static int count_off(const struct setup_job *j, int ret, bool att, bool off)
 {
 	int n = 0;
 
 	for (int r = 0; r < NR; r++)
-		n += j->ret[r] == ret && j->attached[r] == att && j->fix_range[r] == (att ? 3 : 1) &&
-		     j->works[r] == att;
+		n += j->ret[r] == ret && j->attached[r] == att && j->off[r] == off &&
+		     j->fix_range[r] == (att ? 3 : 1) && j->works[r] == (att && !off);
 	if (n != NR)
 		for (int r = 0; r < NR; r++)
-			tap_diag("rank %d: %d, attached %d, fix %d, used %d", r, j->ret[r],
-				 j->attached[r], j->fix_range[r], j->works[r]);
+			tap_diag("rank %d: %d, attached %d, off %d, fix %d, used %d", r, j->ret[r],
+				 j->attached[r], j->off[r], j->fix_range[r], j->works[r]);
 	return n;
+}
+
+static int count(const struct setup_job *j, int ret, bool att)
+{
+	return count_off(j, ret, att, false);
 }
 
 static void test_setup(const struct agg_node *node)
@@ -759,9 +933,9 @@ static void test_setup(const struct agg_node *node)
 	away->e[3].port = 9;	/* nothing listens there */
 	away->e[3].timeout_ms = 300;
 	setup_run(away);
-	tap_ok(count(away, 0, false) == NR,
-	       "rank 3 cannot reach the node: 0 on %d of %d ranks and the node off on all",
-	       count(away, 0, false), NR);
+	tap_ok(count_off(away, 0, true, true) == NR,
+	       "rank 3 cannot reach the node: 0 on %d of %d ranks, the node attached and off on all (until every rank joins)",
+	       count_off(away, 0, true, true), NR);
 	taken->taken[2] = true;
 	setup_run(taken);
 	for (int r = 0; r < NR; r++)
@@ -788,9 +962,9 @@ static void test_setup(const struct agg_node *node)
 	snprintf(down->e[0].rail, sizeof(down->e[0].rail), "ra");
 	down->e[0].rail_down = true;
 	setup_run(down);
-	tap_ok(count(down, 0, false) == NR,
-	       "rank 0's aggregation rail unreachable: 0 on %d of %d ranks, the node off on all",
-	       count(down, 0, false), NR);
+	tap_ok(count_off(down, 0, true, true) == NR,
+	       "rank 0's aggregation rail unreachable: 0 on %d of %d ranks, the node attached and off on all",
+	       count_off(down, 0, true, true), NR);
 out:
 	free(none);
 	free(partial);
@@ -807,7 +981,7 @@ int main(void)
 	struct aggd_cfg cfg;
 	struct agg_node node = { 0 };
 
-	tap_plan(31);
+	tap_plan(34);
 	for (size_t i = 0; i < sizeof(key); i++)
 		key[i] = (uint8_t)(i * 7 + 3);
 	cfg = node_cfg(0);
@@ -819,6 +993,7 @@ int main(void)
 	test_not_split(&node);
 	test_loss(&node);
 	test_one_rank_fails(&node);
+	test_resume(&node);
 	test_fixed(&node);
 	test_cancel(&node);
 	test_spec();
@@ -828,5 +1003,7 @@ int main(void)
 	aggd_destroy(node.n);
 	test_cut();
 	test_node_dies();
+	test_restart();
+	test_pairs();
 	return tap_exit();
 }
