@@ -75,6 +75,19 @@ NEZHA_AGG_NODE=$AGG NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((1000 * TS)) \
 # The module saw the node go: 20 probes unanswered (2 s).
 check "agg rail ra: unreachable once the node stopped, the loss counted" \
 	sh -c "for i in \$(seq $((50 * TS))); do [ \$(cat /sys/class/nezha/rail-ra/state) = unreachable ] && [ \$(cat /sys/class/nezha/rail-ra/agg/lost) -ge 1 ] && exit 0; sleep 0.2; done; exit 1"
+# Coming back (Documentation/aggregation.rst, "Coming back"): the node
+# started again on guest 1; the rail's probes find it, and a loop over the
+# rail's node whose node is stopped at 3 s and started again at 8 s must
+# redo one share, then join anew on every rank and split again.
+aggd_cmd="$NZ_BIN/tools/nezha-aggd --key-file $NEZHA_JOB_KEY_FILE --bind 10.77.1.2 --port 29700"
+[ "$NZ_NODE" != 1 ] || $aggd_cmd >"$NZ_OUT/aggd2.log" 2>&1 &
+check "agg rail ra: up again once the node runs again" \
+	sh -c "for i in \$(seq $((50 * TS))); do [ \$(cat /sys/class/nezha/rail-ra/state) = up ] && exit 0; sleep 0.2; done; exit 1"
+NEZHA_AGG_MIN=65536 NEZHA_AGG_TIMEOUT_MS=$((1000 * TS)) NEZHA_AGG_SHARE=0.05 \
+	NZ_AGG_EXPECT=back coll_job aggback 29609 2 agg $((20 * TS)) $((1 << 20)) \
+	'3:[ "$NZ_NODE" != 1 ] || pkill -x nezha-aggd' \
+	"$((8 * TS)):[ \"\$NZ_NODE\" != 1 ] || { $aggd_cmd >>$NZ_OUT/aggd2.log 2>&1 & }"
+[ "$NZ_NODE" != 1 ] || { pkill -x nezha-aggd; sed 's/^/# aggd (again): /' "$NZ_OUT/aggd2.log" | tail -n 3; }
 check "agg rail ra deleted" "$NZ_BIN/tools/nezhactl" rail del ra
 if [ -n "$aggd" ]; then
 	check "nezha-aggd was stopped by the test, not before" sh -c "! kill -0 $aggd 2>/dev/null"

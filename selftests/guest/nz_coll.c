@@ -631,6 +631,7 @@ static void agg_check(struct nz_comm *c)
 {
 	const char *expect = getenv("NZ_AGG_EXPECT");
 	bool redo = expect && !strcmp(expect, "redo");
+	bool back = expect && !strcmp(expect, "back");
 	struct nzi_coll_agg_stats st;
 
 	if (nzi_coll_agg_stats(c, &st)) {
@@ -638,12 +639,18 @@ static void agg_check(struct nz_comm *c)
 		       getenv("NEZHA_AGG_NODE") ?: "");
 		return;
 	}
-	tap_diag("agg: %llu allreduces split, %llu bytes through the node, %llu on the rails, %llu redone, %llu probes of the rails alone%s; rates %.1f (node) and %.1f (rails) bytes/us, scale %.3f",
+	tap_diag("agg: %llu allreduces split, %llu bytes through the node, %llu on the rails, %llu redone, %llu probes of the rails alone%s; rates %.1f (node) and %.1f (rails) bytes/us, scale %.3f; on again %llu times, %llu split since%s",
 		 (unsigned long long)st.splits, (unsigned long long)st.agg_bytes,
 		 (unsigned long long)st.ring_bytes, (unsigned long long)st.redos,
 		 (unsigned long long)st.probes, st.paused ? ", paused (slower than the rails alone)" : "",
-		 st.rate_agg, st.rate_ring, st.scale);
-	if (redo)
+		 st.rate_agg, st.rate_ring, st.scale, (unsigned long long)st.resumes,
+		 (unsigned long long)st.splits_on, st.off ? ", off" : "");
+	if (back)
+		tap_ok(st.redos == 1 && st.resumes == 1 && !st.off && st.splits_on > 0 &&
+		       st.splits > st.splits_on,
+		       "agg: the node stopped, then started again: one share redone, then every rank joined anew and split again (%llu split, %llu since)",
+		       (unsigned long long)st.splits, (unsigned long long)st.splits_on);
+	else if (redo)
 		tap_ok(st.splits > 0 && st.redos == 1 && st.off,
 		       "agg: the node stopped: one share redone on the rails, the node no longer used (%llu split, %llu redone)",
 		       (unsigned long long)st.splits, (unsigned long long)st.redos);
