@@ -476,6 +476,24 @@ static void *kill_main(void *arg)
 	return NULL;
 }
 
+/* Start k's node, run j with the killer, clean up: 0, or -1 (said so). */
+static int run_killed(struct job *j, struct killer *k, const struct aggd_cfg *cfg)
+{
+	pthread_t tid;
+
+	if (agg_node_start(k->node, cfg)) {
+		tap_ok(0, "a node starts");
+		return -1;
+	}
+	pthread_create(&tid, NULL, kill_main, k);
+	run(j);
+	pthread_join(tid, NULL);
+	if (k->restarted)
+		agg_node_stop(k->node);
+	aggd_destroy(k->node->n);
+	return 0;
+}
+
 static void test_node_dies(void)
 {
 	struct aggd_cfg cfg = node_cfg(0);
@@ -486,16 +504,9 @@ static void test_node_dies(void)
 	 * rank each; stop in the middle of the second one's share. */
 	struct killer k = { .node = &node, .after_rx = 4 * 2048 + 2 * 2048 };
 	bool redone = true, off = true, stopped = true;
-	pthread_t tid;
 
-	if (agg_node_start(&node, &cfg)) {
-		tap_ok(0, "a node starts");
+	if (run_killed(&j, &k, &cfg))
 		return;
-	}
-	pthread_create(&tid, NULL, kill_main, &k);
-	run(&j);
-	pthread_join(tid, NULL);
-	aggd_destroy(node.n);
 	for (int r = 0; r < NR; r++) {
 		redone &= j.st[r].redos == 1 && j.failed_iter[r] == j.failed_iter[0];
 		off &= j.st[r].off;
@@ -564,19 +575,10 @@ static void test_restart(void)
 			 .pause_us = 20000 };
 	struct killer k = { .node = &node, .after_rx = 4 * 512 + 2 * 512, .restart_ms = 300 };
 	uint64_t after[NR];
-	pthread_t tid;
 	bool back;
 
-	if (agg_node_start(&node, &cfg)) {
-		tap_ok(0, "a node starts");
+	if (run_killed(&j, &k, &cfg))
 		return;
-	}
-	pthread_create(&tid, NULL, kill_main, &k);
-	run(&j);
-	pthread_join(tid, NULL);
-	if (k.restarted)
-		agg_node_stop(&node);
-	aggd_destroy(node.n);
 	back = came_back(&j, after);
 	tap_ok(k.restarted && all(&j, 0) && back,
 	       "the node stopped mid-share and started again: every allreduce exact, the node joined anew by every rank and used again (%llu splits after; failed at #%d)",
