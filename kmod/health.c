@@ -60,7 +60,6 @@
 #define NZ_DEAD_PEER_MS		10000	/* a peer silent that long is gone */
 #define NZ_BACKOFF_MIN_MS	50
 #define NZ_BACKOFF_MAX_MS	2000
-#define NZ_FALSE_ALARM_MS	250	/* echoed this soon: it was alive */
 #define NZ_SUSPECT_DECAY_S	30	/* learned tolerance halves this often */
 #define NZ_DECAY		(NZ_SUSPECT_DECAY_S * HZ)
 
@@ -269,7 +268,10 @@ bool nz_health_suspect(unsigned int silent)
  * the 16 ms suspect time each of its paths was suspected over and over:
  * 1,500 times per node in one 100 s run of 4-rank allreduces, each time
  * moving chunks that then went twice.  A suspect path whose echo comes
- * back within NZ_FALSE_ALARM_MS was alive: that peer's paths then
+ * back within NZ_FALSE_ALARM_MS (or 16 suspect times, where the period
+ * was set longer: at 80 ms, the debug lane's, 250 ms was shorter than the
+ * 320 ms suspect time itself, and a path that echoed after 300 ms counted
+ * as failed over) was alive: that peer's paths then
  * tolerate more silence before doubt and suspicion -- the suspect time
  * again on the first false alarm, doubled on each next one, at most
  * NZ_LEARN_MAX_MS -- and the tolerance halves every
@@ -339,8 +341,9 @@ void nz_health_near_miss(struct nz_conn *conn, unsigned long now,
 /* conn, suspect since conn->suspect_since, echoed a heartbeat. */
 void nz_health_readmitted(struct nz_conn *conn, unsigned long now)
 {
-	if (time_after(now, conn->suspect_since +
-		       msecs_to_jiffies(NZ_FALSE_ALARM_MS)))
+	unsigned int window = nz_learn_alarm_window_ms(nz_health_base_ms());
+
+	if (time_after(now, conn->suspect_since + msecs_to_jiffies(window)))
 		return;
 	nz_learn_false_alarm(&conn->peer->learn, now, NZ_DECAY,
 			     nz_health_base_ms());

@@ -6,6 +6,15 @@
  */
 #include "health_learn.h"
 
+unsigned int nz_learn_alarm_window_ms(unsigned int base_ms)
+{
+	if (base_ms > ~0U / NZ_FALSE_ALARM_TIMES)
+		return ~0U;
+	if (base_ms * NZ_FALSE_ALARM_TIMES < NZ_FALSE_ALARM_MS)
+		return NZ_FALSE_ALARM_MS;
+	return base_ms * NZ_FALSE_ALARM_TIMES;
+}
+
 /* The extra silence allowed now: what was learned, halved per period. */
 unsigned int nz_learn_extra(const struct nz_learn *l, unsigned long now,
 			    unsigned long decay)

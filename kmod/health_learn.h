@@ -23,6 +23,8 @@
 #include "nz_compat.h"
 
 #define NZ_LEARN_MAX_MS		240	/* learned tolerance, at most */
+#define NZ_FALSE_ALARM_MS	250	/* an echo this soon: it was alive */
+#define NZ_FALSE_ALARM_TIMES	16	/* ... or within this many suspect times */
 
 struct nz_learn {
 	u32 extra_ms;			/* as learned at @since */
@@ -35,6 +37,14 @@ void nz_learn_start(struct nz_learn *l, unsigned long now, u32 ranks,
 		    unsigned int start_ms);
 void nz_learn_false_alarm(struct nz_learn *l, unsigned long now,
 			  unsigned long decay, unsigned int base_ms);
+/*
+ * How soon after its suspicion a path's echo proves it was alive (a false
+ * alarm), for a suspect time of base_ms: NZ_FALSE_ALARM_MS, or
+ * NZ_FALSE_ALARM_TIMES suspect times where the operator set a longer
+ * heartbeat period or more misses (a slow node).  Never shorter than the
+ * suspect time itself.
+ */
+unsigned int nz_learn_alarm_window_ms(unsigned int base_ms);
 bool nz_learn_near_miss(struct nz_learn *l, unsigned long now,
 			unsigned long decay, unsigned int base_ms,
 			unsigned int owed_ms);

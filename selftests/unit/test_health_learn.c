@@ -45,7 +45,7 @@ int main(void)
 	unsigned int e[6];
 	int a, b, i;
 
-	tap_plan(11);
+	tap_plan(12);
 
 	/* A job of 2 starts with nothing; more ranks with start_ms. */
 	nz_learn_start(&l, 1000, 2, 32);
@@ -142,6 +142,28 @@ int main(void)
 	tap_ok(nz_learn_extra(&l, 240 * 1000, DECAY) == 0,
 	       "lateness that passes: %u ms learned 4 minutes on (0)",
 	       nz_learn_extra(&l, 240 * 1000, DECAY));
+
+	/*
+	 * The false-alarm window.  At the defaults (4 ms x 4 misses) it is
+	 * about 250 ms, as it was; with the period an operator sets for a
+	 * slow node (the debug lane's 80 ms: suspect time 320 ms) it was
+	 * still 250 ms, shorter than the suspect time, and a path that
+	 * echoed 300 ms after its suspicion counted as failed over.  Every
+	 * period and miss count nezhactl accepts (1..10000 ms, 2..100): the
+	 * window is at least the suspect time, and 16 of them at most.
+	 */
+	a = 0;
+	for (unsigned int ms = 1; ms <= 10000; ms += ms < 100 ? 1 : 97)
+		for (unsigned int m = 2; m <= 100; m++) {
+			unsigned int base = ms * m, w = nz_learn_alarm_window_ms(base);
+
+			a += w < base || w < NZ_FALSE_ALARM_MS ||
+			     (w > NZ_FALSE_ALARM_MS && w > 16 * base);
+		}
+	tap_ok(nz_learn_alarm_window_ms(16) == 256 && nz_learn_alarm_window_ms(320) == 5120 &&
+	       nz_learn_alarm_window_ms(~0U) == ~0U && !a,
+	       "false-alarm window: %u ms at the defaults, %u ms at 80 ms x 4, never below the suspect time (%d settings wrong)",
+	       nz_learn_alarm_window_ms(16), nz_learn_alarm_window_ms(320), a);
 
 	return tap_exit();
 }
