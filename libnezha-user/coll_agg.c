@@ -343,6 +343,11 @@ void nzi_coll_agg_release(struct nzi_coll *c)
 
 	if (!ca)
 		return;
+	/* Requests still held (the caller's, or detached) are freed after
+	 * this: their parts no longer count anything in ca. */
+	for (struct nz_coll_request *r = c->head; r; r = r->next)
+		if (r->agg)
+			r->agg->ca = NULL;
 	pthread_mutex_lock(&ca->mu);
 	ca->stop = true;
 	pthread_cond_broadcast(&ca->work);
@@ -638,9 +643,9 @@ void nzi_agg_part_free(struct nzi_agg_part *p)
 {
 	if (!p)
 		return;
-	if (p->started && !p->ended)
+	if (p->ca && p->started && !p->ended)
 		p->ca->pending--;
-	if (p->lent) {
+	if (p->ca && p->lent) {
 		pthread_mutex_lock(&p->ca->mu);
 		p->ca->lent = false;
 		pthread_mutex_unlock(&p->ca->mu);
@@ -721,7 +726,7 @@ static bool nzi_agg_end(struct nz_coll_request *req, int err, const char *msg)
 
 	p->result = err;
 	p->phase = NZI_AP_END;
-	if (p->started && !p->ended)
+	if (p->ca && p->started && !p->ended)
 		p->ca->pending--;
 	p->ended = true;
 	if (err && msg && msg != req->s.errmsg)
