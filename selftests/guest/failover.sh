@@ -45,14 +45,17 @@ monitor=$!
 # only; every guest runs the stream.  Checks integrity, a failover on r1,
 # and that r1 carried traffic again after the fault was lifted.
 drill() {
-	local name=$1 secs=$(($2 * DF)) out=$NZ_OUT/drill-$port.log rc f0 f1 b0 b1 c
+	local name=$1 secs=$(($2 * DF)) out=$NZ_OUT/drill-$port.log rc f0 f1 b0 b1 c m0
 	shift 2
 	f0=$(rail_stat r1 failovers)
+	m0=$(wc -l < "$NZ_OUT/monitor.log")
 	local cmds=()
 	if [ "$NZ_NODE" = "$FAULT_NODE" ]; then
 		for c in "$@"; do cmds+=("$((${c%%:*} * DF)):${c#*:}"); done
 	fi
 	cmds+=("$((secs - 4 * DF)):cat $SYS/rail-r1/stats/bytes_$DIR > $NZ_OUT/b0")
+	# What each path of the job was doing then: kept for a failure's report.
+	cmds+=("$((secs - 2)):cd $SYS && grep -r . rail-r*/peer-* > $NZ_OUT/paths 2>&1; ss -tnoi >> $NZ_OUT/paths 2>&1")
 	cmds+=("$((secs - 1)):cat $SYS/rail-r1/stats/bytes_$DIR > $NZ_OUT/b1")
 	MASTER_PORT=$port "$P2P" drill "$secs" "${cmds[@]}" > "$out" 2>&1
 	rc=$?
@@ -70,7 +73,8 @@ drill() {
 	else
 		not_ok "$name: r1 re-admitted, carrying traffic again" "bytes $b0 -> $b1"
 		dmesg | grep -E "nezha|rail" | tail -n 15 | sed 's/^/#   dmesg: /'
-		tail -n 15 "$NZ_OUT/monitor.log" | sed 's/^/#   monitor: /'
+		tail -n +"$((m0 + 1))" "$NZ_OUT/monitor.log" | tail -n 30 | sed 's/^/#   monitor: /'
+		sed 's/^/#   paths: /' "$NZ_OUT/paths" 2>/dev/null
 		"$CTL" rail show | sed 's/^/#   /'
 	fi
 }
