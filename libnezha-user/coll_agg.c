@@ -148,14 +148,44 @@ static void nzi_cond_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t 
 	pthread_cond_timedwait(cond, mu, &ts);
 }
 
+/*
+ * The rail's state as the module's sysfs shows it: 1 up, 0 not, -1 when
+ * sysfs cannot tell (not mounted, as in some containers, or no such rail).
+ * It reads the state alone, where NZ_IOC_RAIL_LIST takes RTNL to read
+ * every rail's speed afresh: a communicator whose node is off asks every
+ * NZI_AGG_RETRY_MS, and each rank of a node has one.
+ */
+static int nzi_agg_rail_state_sysfs(const char *rail)
+{
+	char path[48 + NZ_RAIL_NAME_LEN], state[32];
+	FILE *f;
+	int up = -1;
+
+	if (strchr(rail, '/'))
+		return -1;
+	snprintf(path, sizeof(path), "/sys/class/nezha/rail-%.*s/state",
+		 NZ_RAIL_NAME_LEN, rail);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	if (fgets(state, sizeof(state), f))
+		up = !strcmp(state, "up\n");
+	fclose(f);
+	return up;
+}
+
 /* The module finds the aggregation rail up (or there is no rail). */
 static bool nzi_agg_rail_up(const struct nzi_coll_agg *ca)
 {
 	struct nz_rail_info info[NZ_MAX_RAILS];
 	struct nz_rail_list list = { .count = NZ_MAX_RAILS, .rails = (uint64_t)(uintptr_t)info };
+	int up;
 
 	if (!ca->rail[0])
 		return true;
+	up = nzi_agg_rail_state_sysfs(ca->rail);
+	if (up >= 0)
+		return up;
 	if (ca->rail_fd < 0)
 		return false;
 	memset(info, 0, sizeof(info));
