@@ -85,7 +85,7 @@ enum { NZI_AV_FAIL, NZI_AV_T_AGG, NZI_AV_T_RING, NZI_AV_NOTREADY, NZI_AV_LEN };
 struct nzi_agg_part {
 	struct nzi_agg_part *next;	/* the worker's queue */
 	struct nzi_coll_agg *ca;
-	bool started, ended;		/* counted in ca->pending between */
+	bool started;			/* counted in ca->pending until END */
 	bool resume;			/* a probe that may turn the node on */
 	bool lent;			/* it holds ca->ready still (ca->lent) */
 	uint8_t *buf;			/* the share, at the start of recvbuf */
@@ -123,7 +123,6 @@ struct nzi_coll_agg {
 	struct nzi_coll_agg_stats st;
 	/* Joining again: how (this rank's), and the thread's state under mu. */
 	struct nzi_agg_tmpl tmpl;
-	bool can_join;			/* tmpl has a node and a key */
 	int rail_fd;			/* /dev/nezha, -1: none */
 	char rail[NZ_RAIL_NAME_LEN];	/* "": no rail to wait for */
 	atomic_bool abort;		/* a join under way ends */
@@ -205,7 +204,7 @@ static int nzi_agg_join_epoch(struct nzi_coll_agg *ca, uint64_t epoch, struct nz
 {
 	struct nzi_agg_cfg cfg = ca->tmpl.cfg;
 
-	if (!ca->can_join)
+	if (!cfg.node || !cfg.key)	/* never joinable from this rank */
 		return -ENOKEY;
 	cfg.job_id ^= epoch * 0x9e3779b97f4a7c15ull;
 	if (!cfg.timeout_ms || cfg.timeout_ms > NZI_AGG_JOIN_MS)
@@ -334,7 +333,6 @@ static int nzi_agg_attach(struct nz_comm *comm, struct nzi_agg *agg,
 		nzi_agg_tmpl_set(&ca->tmpl, tmpl);
 	else
 		nzi_agg_tmpl_of(&ca->tmpl, agg);
-	ca->can_join = ca->tmpl.cfg.node && ca->tmpl.cfg.key;
 	ca->rail_fd = comm->q ? nz_queue_fd(comm->q) : -1;
 	if (rail)
 		snprintf(ca->rail, sizeof(ca->rail), "%s", rail);
@@ -572,6 +570,12 @@ static size_t nzi_agg_share(struct nzi_coll_agg *ca, const struct nzi_args *a, b
 	return (size_t)(ch.share * (double)a->count) / q * q;
 }
 
+/* A measured part started and not ended: counted in its ca->pending. */
+static bool nzi_agg_counted(const struct nzi_agg_part *p)
+{
+	return p->ca && p->started && p->phase != NZI_AP_END;
+}
+
 /* Settle the measured allreduce not yet agreed on, if any (at most one). */
 static void nzi_agg_settle_pending(struct nzi_coll *c, struct nzi_coll_agg *ca)
 {
@@ -580,7 +584,7 @@ static void nzi_agg_settle_pending(struct nzi_coll *c, struct nzi_coll_agg *ca)
 	while (ca->pending) {
 		struct nz_coll_request *r = c->head;
 
-		while (r && !(r->agg && r->agg->started && !r->agg->ended))
+		while (r && !(r->agg && nzi_agg_counted(r->agg)))
 			r = r->next;
 		if (!r || r->finished) {
 			ca->pending = 0;	/* not reached: every end is counted */
@@ -673,7 +677,7 @@ void nzi_agg_part_free(struct nzi_agg_part *p)
 {
 	if (!p)
 		return;
-	if (p->ca && p->started && !p->ended)
+	if (nzi_agg_counted(p))
 		p->ca->pending--;
 	if (p->ca && p->lent) {
 		pthread_mutex_lock(&p->ca->mu);
@@ -755,10 +759,9 @@ static bool nzi_agg_end(struct nz_coll_request *req, int err, const char *msg)
 	struct nzi_agg_part *p = req->agg;
 
 	p->result = err;
-	p->phase = NZI_AP_END;
-	if (p->ca && p->started && !p->ended)
+	if (nzi_agg_counted(p))
 		p->ca->pending--;
-	p->ended = true;
+	p->phase = NZI_AP_END;
 	if (err && msg && msg != req->s.errmsg)
 		snprintf(req->s.errmsg, sizeof(req->s.errmsg), "%s", msg);
 	return true;
