@@ -54,7 +54,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <time.h>
 #include "agg_client.h"
 #include "agg_wire.h"
@@ -177,7 +176,7 @@ static int nzi_agg_rail_state_sysfs(const char *rail)
 static bool nzi_agg_rail_up(const struct nzi_coll_agg *ca)
 {
 	struct nz_rail_info info[NZ_MAX_RAILS];
-	struct nz_rail_list list = { .count = NZ_MAX_RAILS, .rails = (uint64_t)(uintptr_t)info };
+	unsigned int n;
 	int up;
 
 	if (!ca->rail[0])
@@ -185,12 +184,10 @@ static bool nzi_agg_rail_up(const struct nzi_coll_agg *ca)
 	up = nzi_agg_rail_state_sysfs(ca->rail);
 	if (up >= 0)
 		return up;
-	if (ca->rail_fd < 0)
+	/* The thread's own question: nz_last_error() is the caller's. */
+	if (ca->rail_fd < 0 || nzi_rail_info_read(ca->rail_fd, info, &n))
 		return false;
-	memset(info, 0, sizeof(info));
-	if (ioctl(ca->rail_fd, NZ_IOC_RAIL_LIST, &list) < 0)
-		return false;
-	for (unsigned int i = 0; i < list.count && i < NZ_MAX_RAILS; i++)
+	for (unsigned int i = 0; i < n; i++)
 		if (info[i].proto == NZ_PROTO_AGG &&
 		    !strncmp(info[i].name, ca->rail, NZ_RAIL_NAME_LEN))
 			return info[i].state == NZ_RAIL_UP;

@@ -184,18 +184,28 @@ static bool nzi_named(const char *const *names, const char *name)
 	return false;
 }
 
-int nzi_rail_info_list(struct nz_comm *c, struct nz_rail_info info[NZ_MAX_RAILS],
-		       unsigned int *n)
+/* The module's rails through fd, without a word to nz_last_error(). */
+int nzi_rail_info_read(int fd, struct nz_rail_info info[NZ_MAX_RAILS], unsigned int *n)
 {
 	struct nz_rail_list list = { .count = NZ_MAX_RAILS,
 				     .rails = (uint64_t)(uintptr_t)info };
 
 	memset(info, 0, sizeof(*info) * NZ_MAX_RAILS);
-	if (ioctl(nz_queue_fd(c->q), NZ_IOC_RAIL_LIST, &list) < 0)
-		return nzi_error(-errno, "comm: NZ_IOC_RAIL_LIST: %s", strerror(errno));
+	if (ioctl(fd, NZ_IOC_RAIL_LIST, &list) < 0)
+		return -errno;
 	*n = list.count > NZ_MAX_RAILS ? NZ_MAX_RAILS : list.count;
 	for (unsigned int i = 0; i < *n; i++)
 		info[i].name[NZ_RAIL_NAME_LEN - 1] = 0;
+	return 0;
+}
+
+int nzi_rail_info_list(struct nz_comm *c, struct nz_rail_info info[NZ_MAX_RAILS],
+		       unsigned int *n)
+{
+	int ret = nzi_rail_info_read(nz_queue_fd(c->q), info, n);
+
+	if (ret)
+		return nzi_error(ret, "comm: NZ_IOC_RAIL_LIST: %s", strerror(-ret));
 	return 0;
 }
 

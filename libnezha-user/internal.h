@@ -69,6 +69,7 @@ int nzi_random(void *buf, size_t len);
 
 /* The module's rails (NZ_IOC_RAIL_LIST), names terminated: 0 or -errno. */
 struct nz_comm;
+int nzi_rail_info_read(int fd, struct nz_rail_info info[NZ_MAX_RAILS], unsigned int *n);
 int nzi_rail_info_list(struct nz_comm *c, struct nz_rail_info info[NZ_MAX_RAILS],
 		       unsigned int *n);
 
