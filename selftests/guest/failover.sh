@@ -49,6 +49,7 @@ drill() {
 	shift 2
 	f0=$(rail_stat r1 failovers)
 	m0=$(wc -l < "$NZ_OUT/monitor.log")
+	rm -f "$NZ_OUT/paths"	# a report shows this drill's, or none
 	local cmds=()
 	if [ "$NZ_NODE" = "$FAULT_NODE" ]; then
 		for c in "$@"; do cmds+=("$((${c%%:*} * DF)):${c#*:}"); done
