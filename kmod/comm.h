@@ -446,6 +446,7 @@ void nz_sched_msg_new(struct nz_peer *p, struct nz_msg *m);
 void nz_sched_acked(struct nz_conn *conn, const struct nz_chunk *ch);
 void nz_sched_rtt(struct nz_conn *conn, u64 ts_ns, u64 flags);
 void nz_sched_conn_up(struct nz_conn *conn);
+void nz_sched_conn_fault(struct nz_conn *conn);
 /* sched.c: not under peer->lock (health.c, every heartbeat period). */
 void nz_sched_tick(struct nz_conn *conn);
 const char *nz_sched_state_name(u8 state);

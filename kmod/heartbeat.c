@@ -20,6 +20,7 @@ static void nz_conn_suspect(struct nz_conn *conn)
 	struct nz_rail_stats *st = &conn->rail->stats;
 	u32 resent;
 
+	nz_sched_conn_fault(conn);
 	resent = nz_conn_requeue_chunks(conn, false);
 	atomic64_inc(&st->failovers);
 	atomic64_add(resent, &st->resent);

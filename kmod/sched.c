@@ -467,6 +467,16 @@ void nz_sched_rtt(struct nz_conn *conn, u64 ts_ns, u64 flags)
 	spin_unlock_bh(&p->lock);
 }
 
+/* conn was found silent with chunks on the way (heartbeat.c). */
+void nz_sched_conn_fault(struct nz_conn *conn)
+{
+	struct nz_peer *p = conn->peer;
+
+	spin_lock_bh(&p->lock);
+	nz_est_fault(&conn->est, ktime_get_ns());
+	spin_unlock_bh(&p->lock);
+}
+
 /* conn came up (again): it starts cold, with nothing measured. */
 void nz_sched_conn_up(struct nz_conn *conn)
 {

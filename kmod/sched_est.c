@@ -145,7 +145,8 @@ bool nz_est_acked(struct nz_est *e, u64 now, u32 len, bool first,
 	u64 dt, rate, lat, ser;
 
 	e->last_active = now;
-	if (first && t_assign && now > t_assign) {
+	/* Not a chunk that waited through a fault (nz_est_fault()). */
+	if (first && t_assign > e->fault_ns && now > t_assign) {
 		lat = now - t_assign;
 		if (e->bw) {
 			ser = div64_u64((u64)len * NSEC_PER_SEC, e->bw);
@@ -200,6 +201,24 @@ void nz_est_sample_reset(struct nz_est *e)
 	e->sample_busy = 0;
 	e->sample_bytes = 0;
 	e->sample_limited = false;
+}
+
+/*
+ * The path was found silent with chunks on the way (health: suspect) at
+ * now.  What was on it then waited through the fault: its ACKs time the
+ * fault, not the path.  The bandwidth sample in progress is dropped, and a
+ * chunk assigned before now gives no start-up sample.  Until 2026-12-06 the
+ * chunk a suspect TCP path was still writing did: its ACK, 100 ms or more
+ * after it was assigned, raised the start-up estimate of a 180 MB/s rail
+ * from 11 to 27 ms, and then every 2 MiB message finished sooner on the
+ * other rail alone (nz_est_pick_rails()); idle, the rail went cold, took no
+ * chunk and so no sample, and stayed unused until its estimates went stale
+ * 5 s later (the failover suite's "r1 re-admitted, carrying traffic").
+ */
+void nz_est_fault(struct nz_est *e, u64 now)
+{
+	e->fault_ns = now;
+	nz_est_sample_reset(e);
 }
 
 /*

@@ -41,6 +41,7 @@ struct nz_est {
 	bool sample_limited;		/* window-limited during the sample */
 	u64 last_active;		/* ns: chunk assigned or acknowledged */
 	u64 last_sample;		/* ns: last bandwidth or start-up sample */
+	u64 fault_ns;			/* ns: last found silent; 0 never */
 	u64 samples;			/* bandwidth samples taken */
 	u64 transitions;		/* state changes */
 };
@@ -72,6 +73,7 @@ u32 nz_est_pick_rails(const struct nz_sched_cand *c, u32 n, u64 total,
 bool nz_est_acked(struct nz_est *e, u64 now, u32 len, bool first,
 		  u64 t_assign, u32 unit, bool idle);
 void nz_est_sample_reset(struct nz_est *e);
+void nz_est_fault(struct nz_est *e, u64 now);
 u64 nz_est_tail_need(const struct nz_est_conn *c, u32 n, u32 self, u64 len);
 
 #endif /* _NZ_SCHED_EST_H */

@@ -8,6 +8,22 @@
 #include "tap.h"
 #include "sched_est.h"
 
+/* The rails a message of total bytes takes, from r0's and r1's estimates. */
+static u32 pick2(const struct nz_est *r0, const struct nz_est *r1, u64 total)
+{
+	struct nz_sched_cand c[2], add;
+	const struct nz_est *r[2] = { r0, r1 };
+	u32 n = 0, i;
+
+	for (i = 0; i < 2; i++) {
+		add.slot = i;
+		add.a = nz_est_start_ns(r[i], total, 3);
+		add.bw = r[i]->bw;
+		nz_est_cand_add(c, &n, &add);
+	}
+	return nz_est_pick_rails(c, n, total, 65536);
+}
+
 static void est(struct nz_est *e, u64 bw, u32 min_rtt_us, u32 start_us, u8 state)
 {
 	memset(e, 0, sizeof(*e));
@@ -25,7 +41,7 @@ int main(void)
 	bool hot;
 	u64 t;
 
-	tap_plan(11);
+	tap_plan(14);
 
 	/* Windows: bw x max(target, 2 x min_rtt, start-up) + one chunk. */
 	est(&e, 5000000, 1000, 0, NZ_SCHED_HOT);
@@ -105,5 +121,36 @@ int main(void)
 	tap_ok(!e.sample_start && e.sample_busy == 40000000 &&
 	       e.sample_bytes == 2 * 524288 && e.bw == t,
 	       "the clock stops while idle: 40 ms and 1 MiB into the next sample");
+
+	/*
+	 * A fault: the failover suite on 2026-12-06, two unshaped rails of a
+	 * guest.  r1 (120 MB/s, start-up 11 ms) is suspect 30 ms after it
+	 * took the first chunk of a message from idle; the chunk it was
+	 * writing then is acknowledged 150 ms after it was assigned.  That
+	 * ACK times the fault: r1's start-up stays what it was, and a 2 MiB
+	 * message still goes on both rails (r0: 180 MB/s, 6.2 ms).
+	 */
+	{
+		struct nz_est r0, r1;
+		u64 t0 = 10000000000ULL;
+
+		est(&r0, 180000000, 1600, 6167, NZ_SCHED_HOT);
+		est(&r1, 120000000, 1780, 11000, NZ_SCHED_HOT);
+		tap_ok(pick2(&r0, &r1, 2 << 20) == 3,
+		       "before the fault, 2 MiB goes on both rails");
+		r1.sample_start = t0 - 5000000;
+		r1.sample_bytes = 1 << 20;
+		nz_est_fault(&r1, t0 + 30000000);
+		nz_est_acked(&r1, t0 + 150000000, 65536, true, t0, 65536, true);
+		tap_ok(r1.start_us == 11000 && r1.bw == 120000000 &&
+		       !r1.sample_bytes && pick2(&r0, &r1, 2 << 20) == 3,
+		       "a chunk that waited through a fault is no sample: start_us %u, bw %llu; 2 MiB on rails %#x",
+		       r1.start_us, r1.bw, pick2(&r0, &r1, 2 << 20));
+		nz_est_acked(&r1, t0 + 212000000, 65536, true,
+			     t0 + 200000000, 65536, true);
+		tap_ok(r1.start_us == (7 * 11000 + 11453) / 8,
+		       "one assigned after it is: 12 ms -> start_us %u",
+		       r1.start_us);
+	}
 	return tap_exit();
 }
