@@ -306,8 +306,8 @@ static void nz_sched_assigned(struct nz_conn *conn, struct nz_chunk *ch)
 	u64 now = ktime_get_ns();
 
 	ch->t_assign = now;
-	ch->first = !conn->inflight_bytes;
-	e->last_active = now;
+	ch->first = nz_est_assign(e, now, conn->inflight_bytes, ch->len,
+				  conn->rail->ops->restart_rtts);
 	if (e->state == NZ_SCHED_COLD)
 		nz_sched_set_state(conn, NZ_SCHED_HOT);
 	list_add_tail(&ch->node, &conn->chunks);

@@ -127,6 +127,27 @@ u32 nz_est_pick_rails(const struct nz_sched_cand *c, u32 n, u64 total,
 }
 
 /*
+ * A chunk of len bytes is assigned at now to a connection that holds
+ * inflight bytes.  Returns whether its ACK is a start-up sample: the
+ * connection was idle, and hot -- or the chunk fits in TCP's restart
+ * window, or the transport has no slow start (restart_rtts 0).  A larger
+ * chunk on a new or cold TCP connection goes out in slow start: its ACK
+ * times the restart, which nz_est_start_ns() charges on its own for a
+ * connection that is not hot.  Until 2026-12-06 it was a sample: a path
+ * that reconnected measured 19.9 ms against its peer rail's 7.5 ms hot,
+ * every 2 MiB message then finished sooner on the other rail alone (at
+ * 279 MB/s), and the new path carried nothing until its estimates went
+ * stale 5 s later (the failover suite, "link down twice, server side").
+ */
+bool nz_est_assign(struct nz_est *e, u64 now, u64 inflight, u32 len,
+		   u32 restart_rtts)
+{
+	e->last_active = now;
+	return !inflight && (e->state == NZ_SCHED_HOT || !restart_rtts ||
+			     len <= NZ_EST_TCP_IW);
+}
+
+/*
  * A chunk of len bytes was acknowledged at now; first: it was assigned
  * (at t_assign) to an idle connection; idle: nothing is in flight any more.
  * Returns true when the connection has a sample: it is then hot.

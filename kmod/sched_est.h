@@ -70,6 +70,8 @@ void nz_est_cand_add(struct nz_sched_cand *c, u32 *n,
 		     const struct nz_sched_cand *add);
 u32 nz_est_pick_rails(const struct nz_sched_cand *c, u32 n, u64 total,
 		      u32 unit);
+bool nz_est_assign(struct nz_est *e, u64 now, u64 inflight, u32 len,
+		   u32 restart_rtts);
 bool nz_est_acked(struct nz_est *e, u64 now, u32 len, bool first,
 		  u64 t_assign, u32 unit, bool idle);
 void nz_est_sample_reset(struct nz_est *e);

@@ -349,14 +349,15 @@ static bool tail_defer(const struct sim_peer *p, int nrails, int slot,
 	return true;
 }
 
-static void conn_assigned(struct sim_net *n, struct sim_conn *c,
+static void conn_assigned(struct sim_net *n, struct sim_conn *c, int slot,
 			  struct sim_chunk *ch)
 {
 	struct nz_est *e = &c->est;
 
 	ch->t_assign = n->now;
-	ch->first = !c->held;
-	e->last_active = n->now;
+	ch->first = nz_est_assign(e, n->now, c->held, ch->len,
+				  n->cfg.rail[slot].rdma ? 0 :
+				  SIM_TCP_RESTART_RTTS);
 	if (e->state == NZ_SCHED_COLD)
 		e->state = NZ_SCHED_HOT;
 	list_add_tail(&c->chunks, ch);
@@ -379,7 +380,7 @@ static struct sim_chunk *next_chunk(struct sim_net *n, struct sim_peer *p,
 	ch = p->resend.head;
 	if (ch && conn->held < 2 * window) {
 		list_del(&p->resend, ch);
-		conn_assigned(n, conn, ch);
+		conn_assigned(n, conn, slot, ch);
 		ch->first = false;
 		return ch;
 	}
@@ -412,7 +413,7 @@ static struct sim_chunk *next_chunk(struct sim_net *n, struct sim_peer *p,
 		m->next_off += len;
 		m->assigned_all = m->next_off == m->len;
 		m->outstanding++;
-		conn_assigned(n, conn, ch);
+		conn_assigned(n, conn, slot, ch);
 		return ch;
 	}
 	return NULL;

@@ -41,7 +41,7 @@ int main(void)
 	bool hot;
 	u64 t;
 
-	tap_plan(14);
+	tap_plan(16);
 
 	/* Windows: bw x max(target, 2 x min_rtt, start-up) + one chunk. */
 	est(&e, 5000000, 1000, 0, NZ_SCHED_HOT);
@@ -151,6 +151,50 @@ int main(void)
 		tap_ok(r1.start_us == (7 * 11000 + 11453) / 8,
 		       "one assigned after it is: 12 ms -> start_us %u",
 		       r1.start_us);
+	}
+
+	/*
+	 * Which ACKs are start-up samples: an idle connection's first chunk,
+	 * if the connection is hot, or the chunk fits in TCP's restart window
+	 * (14480 bytes), or the transport has no slow start (RDMA: 0).
+	 */
+	est(&e, 0, 2000, 0, NZ_SCHED_PROBE);
+	hot = !nz_est_assign(&e, 1, 0, 65536, 3) &&	/* new TCP, 64 KiB */
+	      nz_est_assign(&e, 1, 0, 14480, 3) &&	/* within its window */
+	      nz_est_assign(&e, 1, 0, 65536, 0) &&	/* RDMA */
+	      !nz_est_assign(&e, 1, 4096, 4096, 0);	/* not idle */
+	e.state = NZ_SCHED_COLD;
+	hot = hot && !nz_est_assign(&e, 1, 0, 65536, 3);
+	e.state = NZ_SCHED_HOT;
+	hot = hot && nz_est_assign(&e, 2, 0, 65536, 3) && e.last_active == 2;
+	tap_ok(hot, "start-up samples: idle and hot, or within the restart window, or no slow start");
+
+	/*
+	 * The failover suite on 2026-12-06: r1 reconnected (estimates
+	 * reset), and its first 64 KiB chunk, in slow start, was acknowledged
+	 * 19.9 ms after it was assigned, against r0's 7.5 ms hot at 279 MB/s.
+	 * Then its first bandwidth sample (24.8 MB/s, app-limited) made it
+	 * hot.  A 2 MiB message must still go on both rails: the start-up of
+	 * a hot r1 is not known yet, its round trip (2.2 ms) stands for it.
+	 */
+	{
+		struct nz_est r0, r1;
+		u64 t0 = 20000000000ULL;
+		bool first;
+
+		est(&r0, 279402967, 763, 7537, NZ_SCHED_HOT);
+		est(&r1, 0, 2230, 0, NZ_SCHED_PROBE);
+		first = nz_est_assign(&r1, t0, 0, 65536, 3);
+		nz_est_acked(&r1, t0 + 19914000, 65536, first, t0, 65536, true);
+		r1.sample_busy = 60000000;
+		r1.sample_bytes = 1486848 - 65536;
+		r1.sample_start = t0 + 20000000;
+		hot = nz_est_acked(&r1, t0 + 20000001, 65536, false, 0, 65536,
+				   true);
+		tap_ok(hot && !r1.start_us && r1.bw &&
+		       pick2(&r0, &r1, 2 << 20) == 3,
+		       "a reconnected path's slow start is no start-up sample: start_us %u, bw %llu, 2 MiB on rails %#x",
+		       r1.start_us, r1.bw, pick2(&r0, &r1, 2 << 20));
 	}
 	return tap_exit();
 }
