@@ -186,6 +186,8 @@ struct nz_conn {
 	struct delayed_work connect_work;	/* client: (re)connect */
 	struct mutex dial_lock;		/* dial: a connect <-> its abort */
 	void *dial;			/* nz_conn_dial_begin(), conn.c */
+	unsigned long redial;		/* bit 0: the dial was aborted to dial anew */
+	unsigned long redial_last;	/* jiffies the peer's last ask was taken */
 	struct work_struct fail_work;	/* transport reported an error */
 	void *fail_tp;			/* the transport state that failed */
 	int fail_err;
@@ -323,6 +325,7 @@ int nz_comm_mac(struct nz_comm *comm, const u8 *in, unsigned int len,
 enum nz_rail_change { NZ_RAIL_REMOVED, NZ_RAIL_CHANGED, NZ_RAIL_LINK_DOWN };
 void nz_conn_init(struct nz_peer *p, u32 slot);
 void nz_conn_stop_dial(struct nz_conn *conn);
+void nz_peer_redial(struct nz_peer *p, u64 slots);
 void nz_conn_shutdown(struct nz_conn *conn);
 void nz_conn_rail_update(struct nz_conn *conn, enum nz_rail_change how);
 void nz_peer_kick_all(struct nz_peer *p);
@@ -335,6 +338,7 @@ int nz_conn_dial_begin(struct nz_conn *conn, void *dial);
 int nz_conn_dial_end(struct nz_conn *conn);
 void nz_conn_detach(struct nz_conn *conn, int err);	/* under io_lock */
 void nz_conn_fail(struct nz_conn *conn, void *tp, int err); /* any context */
+void nz_conn_fail_live(struct nz_conn *conn, int err);
 struct nz_conn *nz_comm_conn(struct nz_comm *comm, u32 rank, u32 slot);
 void nz_conn_kick(struct nz_conn *conn);
 

@@ -135,6 +135,18 @@ void nz_conn_detach(struct nz_conn *conn, int err)
 	nz_peer_kick_all(p);
 }
 
+/*
+ * A client's connection or dial failed: dial again after the backoff, or
+ * at once, once, if the peer asked for a dial meanwhile (nz_conn_redial()).
+ */
+static void nz_conn_retry(struct nz_conn *conn)
+{
+	if (test_and_clear_bit(0, &conn->redial))
+		nz_health_conn_connect_in(conn, 0);
+	else
+		nz_health_conn_retry(conn);
+}
+
 static void nz_conn_fail_work(struct work_struct *work)
 {
 	struct nz_conn *conn = container_of(work, struct nz_conn, fail_work);
@@ -169,7 +181,7 @@ static void nz_conn_fail_work(struct work_struct *work)
 		} else {
 			nz_conn_detach(conn, conn->fail_err);
 			if (conn->client)
-				nz_health_conn_retry(conn);
+				nz_conn_retry(conn);
 		}
 	}
 	mutex_unlock(&conn->io_lock);
@@ -185,6 +197,19 @@ void nz_conn_fail(struct nz_conn *conn, void *tp, int err)
 	}
 	spin_unlock_bh(&conn->kick_lock);
 	queue_work(nz_wq, &conn->fail_work);
+}
+
+/* Fail the connection's live transport state, if it has one, with err. */
+void nz_conn_fail_live(struct nz_conn *conn, int err)
+{
+	void *tp = NULL;
+
+	spin_lock_bh(&conn->kick_lock);
+	if (!conn->tp_dead)
+		tp = conn->tp;
+	spin_unlock_bh(&conn->kick_lock);
+	if (tp)
+		nz_conn_fail(conn, tp, err);
 }
 
 static bool nz_rail_usable(const struct nz_rail *rail)
@@ -207,7 +232,7 @@ static void nz_conn_connect_work(struct work_struct *work)
 	}
 	ret = conn->rail->ops->conn_connect(conn);
 	if (ret && ret != -ESHUTDOWN)
-		nz_health_conn_retry(conn);
+		nz_conn_retry(conn);
 }
 
 void nz_conn_init(struct nz_peer *p, u32 slot)
@@ -301,6 +326,145 @@ void nz_conn_shutdown(struct nz_conn *conn)
 	nz_conn_free_ctrl(conn);
 }
 
+/* ---- the peer's end of a rail came back ------------------------------------ */
+
+#define NZ_STALE_MS	1000	/* quiet that makes a replaced connection stale */
+
+/*
+ * Queue a HEARTBEAT with flags seq to p on the first of conns[0..n) (NULL
+ * entries skipped) that is up and has room; returns that one or NULL.
+ */
+static struct nz_conn *nz_conn_send_hb(struct nz_peer *p,
+				       struct nz_conn **conns, u32 n, u64 seq)
+{
+	struct nz_conn *via = NULL;
+	struct nz_ctrl *c;
+	u32 i;
+
+	c = kzalloc(sizeof(*c), GFP_KERNEL);
+	if (!c)
+		return NULL;
+	nz_frame_init(&c->f, NZ_FRAME_HEARTBEAT);
+	c->f.hb.ts_ns = ktime_get_ns();
+	c->f.hb.seq = seq;
+	spin_lock_bh(&p->lock);
+	for (i = 0; i < n && !via; i++) {
+		if (conns[i] && conns[i]->state == NZ_CONN_UP &&
+		    conns[i]->nctrl < 64)
+			via = conns[i];
+	}
+	if (via) {
+		list_add_tail(&c->node, &via->ctrl);
+		via->nctrl++;
+		atomic64_inc(&via->rail->stats.hb_frames);
+		c = NULL;
+	}
+	spin_unlock_bh(&p->lock);
+	kfree(c);
+	if (via)
+		nz_conn_kick(via);
+	return via;
+}
+
+/*
+ * The connection's rail came back here (link up, rail set up) and we are
+ * its server: ask the peer, on another path to it, to dial now.  Its
+ * client backs off up to 2 s between dials, and a dial begun while the
+ * link was down waits out TCP's SYN retries (1 s, then 2 s more): the
+ * path came back up to 3 s late (make drill-coll, health.rst).  Paths
+ * that are not suspect first; a suspect one is silent, not gone.
+ */
+static void nz_conn_ask_redial(struct nz_conn *conn)
+{
+	struct nz_peer *p = conn->peer;
+	struct nz_conn *via[2 * NZ_MAX_RAILS] = {};
+	u32 s, n = p->comm->nrails;
+
+	if (conn->client || READ_ONCE(conn->tp) || READ_ONCE(p->left))
+		return;
+	for (s = 0; s < n; s++) {
+		struct nz_conn *o = &p->conns[s];
+
+		if (o != conn)
+			via[READ_ONCE(o->suspect) ? n + s : s] = o;
+	}
+	nz_conn_send_hb(p, via, 2 * n, NZ_HB_REDIAL(conn->slot));
+}
+
+/*
+ * Did conn, up for a while, hear nothing for a while?  A connection the
+ * peer asks us to replace is then one it dropped while we heard nothing
+ * (a receiver's idle path is not probed).  A new one -- the peer asked
+ * before it accepted it, and the ask came late -- has just spoken.
+ */
+static bool nz_conn_stale(const struct nz_conn *conn)
+{
+	unsigned long last = READ_ONCE(conn->rx_last);
+
+	if (time_before(last, conn->up_since))
+		last = conn->up_since;
+	return time_after(jiffies, last + msecs_to_jiffies(NZ_STALE_MS));
+}
+
+/*
+ * The peer asks us to dial its end of conn's rail now.  A dial under way
+ * began while that end was down, its SYN lost: abort it, and the connect
+ * work dials anew.  A connection we still have there is one the peer no
+ * longer has: closed now if stale, else probed (the peer's RST fails it).
+ * Probing alone was not enough: our data queued behind segments lost
+ * while the link was down goes out only at TCP's next retransmission,
+ * seconds later.  The reconnect then comes at once, not after the
+ * backoff.  At most every NZ_REDIAL_MIN_MS per connection, only where we
+ * dial: a peer (which holds the job key) can make us dial no more often
+ * than that.
+ */
+#define NZ_REDIAL_MIN_MS	100
+
+static void nz_conn_redial(struct nz_conn *conn)
+{
+	bool dialing;
+
+	if (!conn->client || READ_ONCE(conn->state) == NZ_CONN_DEAD ||
+	    !nz_rail_usable(conn->rail))
+		return;
+	if (conn->redial_last &&
+	    time_before(jiffies, conn->redial_last +
+			msecs_to_jiffies(NZ_REDIAL_MIN_MS)))
+		return;
+	conn->redial_last = jiffies;
+	atomic64_inc(&conn->rail->stats.redials);
+	if (READ_ONCE(conn->tp)) {
+		/* Its failure, now or after the probe, is retried at once. */
+		set_bit(0, &conn->redial);
+		if (nz_conn_stale(conn))
+			nz_conn_fail_live(conn, -ECONNRESET);
+		else
+			nz_conn_send_hb(conn->peer, &conn, 1, NZ_HB_ECHO);
+		return;
+	}
+	mutex_lock(&conn->dial_lock);
+	dialing = !IS_ERR_OR_NULL(conn->dial);
+	if (dialing) {
+		set_bit(0, &conn->redial);
+		if (conn->rail->ops->dial_abort)
+			conn->rail->ops->dial_abort(conn->dial);
+		conn->dial = ERR_PTR(-ECANCELED);
+	}
+	mutex_unlock(&conn->dial_lock);
+	if (!dialing)
+		nz_health_conn_connect_in(conn, 0);
+}
+
+/* A HEARTBEAT from p named these slots (NZ_HB_REDIAL bits, shifted down). */
+void nz_peer_redial(struct nz_peer *p, u64 slots)
+{
+	u32 s;
+
+	for (s = 0; s < p->comm->nrails; s++)
+		if (slots & BIT_ULL(s))
+			nz_conn_redial(&p->conns[s]);
+}
+
 /* ---- rails changing under communicators ------------------------------------ */
 
 static void nz_conn_close_for_rail(struct nz_conn *conn, int err,
@@ -328,5 +492,7 @@ void nz_conn_rail_update(struct nz_conn *conn, enum nz_rail_change how)
 	}
 	if (conn->client && !conn->tp)
 		nz_health_conn_connect_in(conn, 0);
+	else
+		nz_conn_ask_redial(conn);
 	nz_peer_kick_all(conn->peer);
 }

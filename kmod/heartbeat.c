@@ -100,19 +100,6 @@ static unsigned int nz_conn_min_rtt_ms(struct nz_conn *conn)
 	return us / USEC_PER_MSEC;
 }
 
-/* Fail the connection's live transport state, if it has one, with err. */
-static void nz_conn_fail_live(struct nz_conn *conn, int err)
-{
-	void *tp = NULL;
-
-	spin_lock_bh(&conn->kick_lock);
-	if (!conn->tp_dead)
-		tp = conn->tp;
-	spin_unlock_bh(&conn->kick_lock);
-	if (tp)
-		nz_conn_fail(conn, tp, err);
-}
-
 /*
  * conn is torn down: its peer answered nothing on it for long enough to
  * call the peer gone (nz_health_peer_gone()).  The peer's other paths

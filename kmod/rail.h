@@ -37,6 +37,7 @@ struct nz_rail_stats {
 	atomic64_t sends_confirmed;	/* completed by a leaver's DONE */
 	atomic64_t ctrl_dropped;	/* ACKs/echoes past max_ctrl_frames */
 	atomic64_t hb_frames;		/* probes and echoes queued */
+	atomic64_t redials;		/* dials at once: the peer's end came back */
 	atomic64_t last_failover_ms;	/* boot-time ms of the last; 0 never */
 	atomic64_t mac_failures;	/* frames whose MAC did not check */
 	atomic64_t agg_probes;		/* agg: probes sent to the node */

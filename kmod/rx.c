@@ -665,6 +665,9 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 	case NZ_FRAME_ACK:
 		return nz_conn_rx_ack(conn, &f->ack);
 	case NZ_FRAME_HEARTBEAT:
+		if (f->hb.seq >> NZ_HB_REDIAL_SHIFT)
+			nz_peer_redial(conn->peer,
+				       f->hb.seq >> NZ_HB_REDIAL_SHIFT);
 		/* Its arrival is what counts; echo only the ones asked for. */
 		if (!(f->hb.seq & NZ_HB_ECHO))
 			return 0;

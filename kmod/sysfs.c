@@ -191,6 +191,7 @@ NZ_RAIL_ATTR(sends_confirmed, "%lld",
 NZ_RAIL_ATTR(ctrl_dropped, "%lld",
 	     atomic64_read(&rail->stats.ctrl_dropped));
 NZ_RAIL_ATTR(hb_frames, "%lld", atomic64_read(&rail->stats.hb_frames));
+NZ_RAIL_ATTR(redials, "%lld", atomic64_read(&rail->stats.redials));
 NZ_RAIL_ATTR(last_failover_ms, "%lld",
 	     atomic64_read(&rail->stats.last_failover_ms));
 NZ_RAIL_ATTR(mac_failures, "%lld", atomic64_read(&rail->stats.mac_failures));
@@ -227,6 +228,7 @@ static struct attribute *nz_rail_stats_attrs[] = {
 	&nz_rail_attr_sends_confirmed.attr,
 	&nz_rail_attr_ctrl_dropped.attr,
 	&nz_rail_attr_hb_frames.attr,
+	&nz_rail_attr_redials.attr,
 	&nz_rail_attr_last_failover_ms.attr,
 	&nz_rail_attr_mac_failures.attr,
 	NULL,

@@ -136,6 +136,13 @@ struct nz_frame_heartbeat {
  * and the peer's own heartbeats, are all that liveness needs.
  */
 #define NZ_HB_ECHO	2ULL
+/*
+ * Bit 8 + s: the sender's end of rail slot s came back (its link, or the
+ * rail set up) and it has no connection there; it is the server, so dial
+ * now rather than at the next backoff.  A module without it ignores it.
+ */
+#define NZ_HB_REDIAL_SHIFT	8
+#define NZ_HB_REDIAL(slot)	(1ULL << (NZ_HB_REDIAL_SHIFT + (slot)))
 
 struct nz_frame_close {
 	u32	reason;		/* enum nz_close_reason */

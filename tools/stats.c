@@ -90,6 +90,8 @@ const struct nzst_metric nzst_rail_stats[] = {
 	  "ACKs and echoes not queued: the peer read none of max_ctrl_frames." },
 	{ "hb_frames", NZST_COUNTER, "heartbeat_frames", 1,
 	  "Health probes and their echoes queued (HEARTBEAT, HEARTBEAT_ACK)." },
+	{ "redials", NZST_COUNTER, "redials", 1,
+	  "Dials started at once because the peer's end of the rail came back." },
 	{ "last_failover_ms", NZST_GAUGE, "last_failover_boottime_seconds", 1e-3,
 	  "CLOCK_BOOTTIME of the last failover (0: none)." },
 	{ NULL, 0, NULL, 0, NULL },
