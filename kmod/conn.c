@@ -199,17 +199,24 @@ void nz_conn_fail(struct nz_conn *conn, void *tp, int err)
 	queue_work(nz_wq, &conn->fail_work);
 }
 
-/* Fail the connection's live transport state, if it has one, with err. */
+/*
+ * Fail the connection's live transport state, if it has one, with err.
+ * Queued under kick_lock while it is live: nz_conn_detach() marks it dead
+ * under that lock before nz_conn_shutdown() cancels the work, so a caller
+ * that is no transport of conn's (another path's rx: nz_conn_redial())
+ * cannot queue the work after that.
+ */
 void nz_conn_fail_live(struct nz_conn *conn, int err)
 {
-	void *tp = NULL;
-
 	spin_lock_bh(&conn->kick_lock);
-	if (!conn->tp_dead)
-		tp = conn->tp;
+	if (!conn->tp_dead && conn->tp) {
+		if (!conn->fail_tp) {
+			conn->fail_tp = conn->tp;
+			conn->fail_err = err;
+		}
+		queue_work(nz_wq, &conn->fail_work);
+	}
 	spin_unlock_bh(&conn->kick_lock);
-	if (tp)
-		nz_conn_fail(conn, tp, err);
 }
 
 static bool nz_rail_usable(const struct nz_rail *rail)
