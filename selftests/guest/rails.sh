@@ -165,14 +165,14 @@ for ((i = 0; i < nrails; i++)); do
 		  stats/handshakes_refused=0 stats/conns=0 stats/failovers=0 stats/false_suspects=0 \
 		  stats/chunks_resent=0 stats/acks_late=0 stats/ctrl_dropped=0 stats/hb_frames=0 \
 		  stats/last_failover_ms=0 stats/sends_confirmed=0 frame_mac=0 \
-		  stats/mac_failures=0; do
+		  stats/mac_failures=0 stats/redials=0; do
 		got=$(sysval "r$i" "${kv%%=*}")
 		[ "$got" = "${kv#*=}" ] || bad+=" r$i/${kv%%=*}='$got'"
 	done
 done
 [ -z "$bad" ] && ok "sysfs: every rail file holds its value" || not_ok "sysfs: every rail file holds its value" "$bad"
 check_eq "sysfs: exactly the documented rail files" \
-	"addr dev frame_mac id port proto speed_mbps state stats/acks_late stats/bytes_rx stats/bytes_tx stats/chunks_resent stats/chunks_rx stats/chunks_tx stats/conns stats/ctrl_dropped stats/errors stats/failovers stats/false_suspects stats/handshakes_refused stats/hb_frames stats/last_failover_ms stats/mac_failures stats/sends_confirmed weight" \
+	"addr dev frame_mac id port proto speed_mbps state stats/acks_late stats/bytes_rx stats/bytes_tx stats/chunks_resent stats/chunks_rx stats/chunks_tx stats/conns stats/ctrl_dropped stats/errors stats/failovers stats/false_suspects stats/handshakes_refused stats/hb_frames stats/last_failover_ms stats/mac_failures stats/redials stats/sends_confirmed weight" \
 	sh -c "cd $SYS/rail-r0 && find . -type f ! -name uevent ! -path './power/*' | sed 's|^\./||' | sort | tr '\n' ' ' | sed 's/ \$//'"
 check "sysfs: rail files are read-only, readable by all" \
 	sh -c "! find $SYS/rail-r0/ -type f ! -name uevent ! -path '*/power/*' ! -perm 0444 | grep -q ."
