@@ -298,6 +298,12 @@ static uint64_t conn_window(const struct sim_net *n, const struct sim_conn *c)
 	return w > unit ? w : unit;
 }
 
+/* The rail's transport's restart_rtts (ops->restart_rtts in the module). */
+static uint32_t restart_rtts(const struct sim_net *n, int rail)
+{
+	return n->cfg.rail[rail].rdma ? 0 : SIM_TCP_RESTART_RTTS;
+}
+
 /* nz_sched_msg_new(): the rails a message sent to an idle peer uses. */
 static void msg_pick_rails(struct sim_net *n, struct sim_peer *p,
 			   struct sim_msg *m)
@@ -315,7 +321,7 @@ static void msg_pick_rails(struct sim_net *n, struct sim_peer *p,
 			continue;
 		add.slot = (u32)r;
 		add.a = nz_est_start_ns(&conn->est, m->len,
-					n->cfg.rail[r].rdma ? 0 : SIM_TCP_RESTART_RTTS);
+					restart_rtts(n, r));
 		add.bw = conn->est.bw;
 		nz_est_cand_add(c, &cnt, &add);
 	}
@@ -356,8 +362,7 @@ static void conn_assigned(struct sim_net *n, struct sim_conn *c, int slot,
 
 	ch->t_assign = n->now;
 	ch->first = nz_est_assign(e, n->now, c->held, ch->len,
-				  n->cfg.rail[slot].rdma ? 0 :
-				  SIM_TCP_RESTART_RTTS);
+				  restart_rtts(n, slot));
 	if (e->state == NZ_SCHED_COLD)
 		e->state = NZ_SCHED_HOT;
 	list_add_tail(&c->chunks, ch);
