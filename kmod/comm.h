@@ -217,6 +217,7 @@ struct nz_conn {
 	unsigned long blocked_since;	/* jiffies rx_blocked was last set */
 	unsigned long up_since;		/* jiffies it came up */
 	struct nz_est est;		/* sched.c, under peer->lock */
+	struct nz_late peer_late;	/* its queue's delay: under peer->lock */
 };
 
 /* Tag sequence numbers of one (peer, tag). */
@@ -326,6 +327,8 @@ enum nz_rail_change { NZ_RAIL_REMOVED, NZ_RAIL_CHANGED, NZ_RAIL_LINK_DOWN };
 void nz_conn_init(struct nz_peer *p, u32 slot);
 void nz_conn_stop_dial(struct nz_conn *conn);
 void nz_peer_redial(struct nz_peer *p, u64 slots);
+/* heartbeat.c: the peer said its answers on conn wait ms in its queue. */
+void nz_conn_peer_late(struct nz_conn *conn, unsigned int ms);
 void nz_conn_shutdown(struct nz_conn *conn);
 void nz_conn_rail_update(struct nz_conn *conn, enum nz_rail_change how);
 void nz_peer_kick_all(struct nz_peer *p);

@@ -152,6 +152,10 @@ static void nz_expired_heartbeat(struct work_struct *work)
 	if (since > period + msecs_to_jiffies(NZ_STALL_MS))
 		stall = since - period;
 	comm->hb_last = now;
+	for (s = 0; s < comm->nrails; s++)
+		if (comm->rails[s])
+			nz_rail_egress_sample(comm->rails[s],
+					      ms * USEC_PER_MSEC / 2);
 	for (r = 0; r < comm->size; r++)
 		for (s = 0; comm->peers[r] && s < comm->nrails; s++)
 			nz_conn_heartbeat(&comm->peers[r]->conns[s], stall);

@@ -67,3 +67,57 @@ bool nz_learn_near_miss(struct nz_learn *l, unsigned long now,
 	l->since = now;
 	return true;
 }
+
+/*
+ * A sample of the rail's device: tx_bytes sent so far, backlog bytes in
+ * its queues now.  Returns the ms that backlog takes to drain, at most
+ * NZ_LATE_MAX_MS; 0 when no rate is known.
+ */
+unsigned int nz_egress_sample(struct nz_egress *e, u64 now_us, u64 tx_bytes,
+			      u32 backlog, u32 speed_mbps)
+{
+	u64 rate = e->rate, dt = now_us - e->at_us, sent = tx_bytes - e->tx_bytes;
+
+	/*
+	 * Busy at both ends: the device sent all along.  A counter that went
+	 * back (a device replaced under the same index) or nothing sent (a
+	 * paused queue) measures nothing.
+	 */
+	if (e->at_us && e->backlog && backlog && dt && tx_bytes > e->tx_bytes) {
+		u64 s = div64_u64(sent * 1000, dt);
+
+		s = max_t(u64, min_t(u64, s, U32_MAX), 1);
+		rate = rate ? (3 * rate + s) / 4 : s;
+		e->rate = rate;
+	}
+	e->tx_bytes = tx_bytes;
+	e->backlog = backlog;
+	e->at_us = now_us ? now_us : 1;
+	/*
+	 * No faster than the link: a shaper's burst (tbf sends its bucket at
+	 * the device's speed) measured 5-20x the rate it then keeps.
+	 */
+	if (speed_mbps && (!rate || rate > (u64)speed_mbps * 125))
+		rate = (u64)speed_mbps * 125;	/* bytes per ms */
+	if (!backlog || !rate)
+		return 0;
+	return min_t(u64, div64_u64(backlog + rate - 1, rate), NZ_LATE_MAX_MS);
+}
+
+void nz_late_note(struct nz_late *l, unsigned long now, unsigned long hold,
+		  unsigned int ms)
+{
+	ms = min_t(unsigned int, ms, NZ_LATE_MAX_MS);
+	if (ms >= nz_late_ms(l, now, hold)) {
+		l->ms = ms;
+		l->at = now;
+	}
+}
+
+unsigned int nz_late_ms(const struct nz_late *l, unsigned long now,
+			unsigned long hold)
+{
+	if (!l->ms || now - l->at > hold)
+		return 0;
+	return l->ms;
+}

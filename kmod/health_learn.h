@@ -49,4 +49,43 @@ bool nz_learn_near_miss(struct nz_learn *l, unsigned long now,
 			unsigned long decay, unsigned int base_ms,
 			unsigned int owed_ms);
 
+/*
+ * How late a node's answers on a rail may be because of its own queue
+ * (Documentation/health.rst, "Queues are not silence"): the bytes waiting
+ * in the rail's qdisc, at the rate that queue drains.  The rate is
+ * measured while the queue holds something at both ends of a sample
+ * (the device sent all that time, so what it sent is its rate); before a
+ * first such sample, the link speed if the device tells one.  No rate, no
+ * delay: a queue that never drained teaches nothing, and a stalled
+ * device is left to the silence rules.
+ */
+#define NZ_LATE_MAX_MS		1000	/* a queue's delay, at most */
+#define NZ_LATE_HOLD_MS		1000	/* a report stands this long */
+
+struct nz_egress {
+	u64 tx_bytes;			/* the device's counter at @at_us */
+	u64 at_us;			/* the last sample; 0 before one */
+	u32 backlog;			/* bytes queued at @at_us */
+	u32 rate;			/* bytes per ms; 0 = not measured */
+};
+
+unsigned int nz_egress_sample(struct nz_egress *e, u64 now_us, u64 tx_bytes,
+			      u32 backlog, u32 speed_mbps);
+
+/*
+ * A delay reported (by the peer, or by our own queue), held as the
+ * largest of those within NZ_LATE_HOLD_MS: a queue that fills again at
+ * each burst is judged on its bursts, not on the instant between them.
+ * Times in ticks, as for struct nz_learn.
+ */
+struct nz_late {
+	u32 ms;
+	unsigned long at;
+};
+
+void nz_late_note(struct nz_late *l, unsigned long now, unsigned long hold,
+		  unsigned int ms);
+unsigned int nz_late_ms(const struct nz_late *l, unsigned long now,
+			unsigned long hold);
+
 #endif

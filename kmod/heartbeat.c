@@ -15,7 +15,8 @@
 #define NZ_SUSPECT_MIN_MS	500	/* suspect without an echo, at least */
 
 /* The path went silent: move its unacknowledged chunks elsewhere. */
-static void nz_conn_suspect(struct nz_conn *conn)
+static void nz_conn_suspect(struct nz_conn *conn, unsigned int learned,
+			    unsigned int late)
 {
 	struct nz_rail_stats *st = &conn->rail->stats;
 	u32 resent;
@@ -25,9 +26,10 @@ static void nz_conn_suspect(struct nz_conn *conn)
 	atomic64_inc(&st->failovers);
 	atomic64_add(resent, &st->resent);
 	atomic64_set(&st->last_failover_ms, nz_health_now_ms());
-	pr_info("rail %s: path to rank %u silent for %u ms, %u chunks rerouted\n",
+	pr_info("rail %s: path to rank %u silent for %u ms (%u learned, %u queued), %u chunks rerouted\n",
 		conn->rail->name, conn->peer->rank,
-		jiffies_to_msecs(jiffies - conn->quiet_since), resent);
+		jiffies_to_msecs(jiffies - conn->quiet_since), learned, late,
+		resent);
 	nz_health_event(conn, NZ_EV_CONN_DOWN, -ETIMEDOUT, resent);
 	nz_peer_kick_all(conn->peer);
 }
@@ -98,6 +100,34 @@ static unsigned int nz_conn_min_rtt_ms(struct nz_conn *conn)
 		spin_unlock_bh(&conn->peer->lock);
 	}
 	return us / USEC_PER_MSEC;
+}
+
+void nz_conn_peer_late(struct nz_conn *conn, unsigned int ms)
+{
+	spin_lock_bh(&conn->peer->lock);
+	nz_late_note(&conn->peer_late, jiffies,
+		     msecs_to_jiffies(NZ_LATE_HOLD_MS), ms);
+	spin_unlock_bh(&conn->peer->lock);
+}
+
+/*
+ * Queues are not silence (health.rst): what waits ahead of our chunks in
+ * our queue on the rail, and ahead of the peer's answers in its queue,
+ * as measured (ours) and said (the peer's, on its heartbeats and echoes),
+ * each the largest of the last NZ_LATE_HOLD_MS.  A queue that drains
+ * takes that long whether the path is alive or not; a dead path behind
+ * an empty queue is suspected as soon as before.
+ */
+static unsigned int nz_conn_late_ms(struct nz_conn *conn, unsigned long now)
+{
+	unsigned long hold = msecs_to_jiffies(NZ_LATE_HOLD_MS);
+	unsigned int ms;
+
+	spin_lock_bh(&conn->peer->lock);
+	ms = nz_late_ms(&conn->peer_late, now, hold);
+	spin_unlock_bh(&conn->peer->lock);
+	return min_t(unsigned int, ms + nz_rail_late_ms(conn->rail, now),
+		     NZ_LATE_MAX_MS);
 }
 
 /*
@@ -188,7 +218,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 	bool blocked = READ_ONCE(conn->rx_blocked), echoed;
 	struct nz_peer *p = conn->peer;
 	struct nz_ctrl *c;
-	unsigned int rtt = 0, owed, extra;
+	unsigned int rtt = 0, owed, extra, late;
 	enum nz_probe probe;
 	u64 waiting;
 
@@ -312,10 +342,16 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 
 		owed = min(owed, w > rtt ? (w - rtt) / ms : 0);
 	}
+	/*
+	 * What the queues on the way hold up, and then what this peer's
+	 * lateness taught us (nz_health_readmitted()).  A near miss is
+	 * lateness beyond the queues: they explain the rest.
+	 */
+	late = nz_conn_late_ms(conn, now);
+	owed = owed > late / ms ? owed - late / ms : 0;
 	conn->owed_last = owed;
-	/* What this peer's lateness taught us (nz_health_readmitted()). */
-	extra = nz_health_suspect_extra_ms(p, now) / ms;
-	owed = owed > extra ? owed - extra : 0;
+	extra = nz_health_suspect_extra_ms(p, now);
+	owed = owed > extra / ms ? owed - extra / ms : 0;
 	/*
 	 * Half way to suspect: the other rails stop queueing more
 	 * (nz_sched_next_chunk()), so that these chunks, if they must move,
@@ -327,7 +363,7 @@ void nz_conn_heartbeat(struct nz_conn *conn, unsigned long stall)
 		conn->suspect_ns = ktime_get_ns();
 		conn->suspect_since = now;
 		WRITE_ONCE(conn->suspect, true);
-		nz_conn_suspect(conn);
+		nz_conn_suspect(conn, extra, late);
 	}
 	/*
 	 * Silent long enough to tear down: a broken path if the peer spoke

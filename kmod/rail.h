@@ -15,7 +15,9 @@
 
 #include <linux/kref.h>
 #include <linux/netdevice.h>
+#include <linux/spinlock.h>
 #include <uapi/linux/nezha.h>
+#include "health_learn.h"
 
 struct nz_transport;
 struct socket;
@@ -98,6 +100,11 @@ struct nz_rail {
 	void *priv;			/* the transport's rail state */
 	struct nz_rail_stats stats;
 	struct device *sysdev;		/* /sys/class/nezha/rail-NAME */
+	/* Our queue on it: nz_rail_egress_sample(), under egress_lock. */
+	spinlock_t egress_lock;
+	struct nz_egress egress;
+	struct nz_late late;		/* its delay, held */
+	u32 egress_ms;			/* its delay now: READ_ONCE */
 };
 
 /*
@@ -121,6 +128,14 @@ u32 nz_rail_state(const struct nz_rail *rail);	/* enum nz_rail_state */
 int nz_rail_bind(struct nz_rail *rail, struct socket *sock, __be32 dst);
 /* Under RTNL: read the link speed of dev, the rail's netdev, into the rail. */
 void nz_rail_set_speed(struct nz_rail *rail, struct net_device *dev);
+/*
+ * Sample the rail's queue (its qdisc's backlog, the rate it drains at)
+ * when the last sample is older than min_us; any context but hard irq.
+ */
+void nz_rail_egress_sample(struct nz_rail *rail, u64 min_us);
+/* ms our answers on the rail wait in its queue now, and held (ticks). */
+unsigned int nz_rail_egress_ms(const struct nz_rail *rail);
+unsigned int nz_rail_late_ms(struct nz_rail *rail, unsigned long now);
 /* 1..15 characters of [A-Za-z0-9_.-]; name must be NUL terminated. */
 bool nz_rail_name_valid(const char *name);
 /*

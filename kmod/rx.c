@@ -665,9 +665,10 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 	case NZ_FRAME_ACK:
 		return nz_conn_rx_ack(conn, &f->ack);
 	case NZ_FRAME_HEARTBEAT:
-		if (f->hb.seq >> NZ_HB_REDIAL_SHIFT)
-			nz_peer_redial(conn->peer,
-				       f->hb.seq >> NZ_HB_REDIAL_SHIFT);
+		nz_conn_peer_late(conn, NZ_HB_LATE_MS(f->hb.seq));
+		if (f->hb.seq & NZ_HB_REDIAL_ALL)
+			nz_peer_redial(conn->peer, (f->hb.seq & NZ_HB_REDIAL_ALL) >>
+						   NZ_HB_REDIAL_SHIFT);
 		/* Its arrival is what counts; echo only the ones asked for. */
 		if (!(f->hb.seq & NZ_HB_ECHO))
 			return 0;
@@ -686,6 +687,7 @@ int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 		nz_conn_kick(conn);
 		return 0;
 	case NZ_FRAME_HEARTBEAT_ACK:
+		nz_conn_peer_late(conn, NZ_HB_LATE_MS(f->hb.seq));
 		nz_sched_rtt(conn, f->hb.ts_ns, f->hb.seq);
 		return 0;
 	case NZ_FRAME_ABORT:

@@ -143,6 +143,19 @@ struct nz_frame_heartbeat {
  */
 #define NZ_HB_REDIAL_SHIFT	8
 #define NZ_HB_REDIAL(slot)	(1ULL << (NZ_HB_REDIAL_SHIFT + (slot)))
+/* The slots a REDIAL can name: bits 8 to 47. */
+#define NZ_HB_REDIAL_ALL	((~0ULL >> 24) & ~0xffULL)
+/*
+ * Bits 48-63: how late the sender's answers on this path may be, in ms:
+ * the time its own queue on the rail takes to drain (health.rst, "Queues
+ * are not silence").  Set by the sender of every HEARTBEAT and
+ * HEARTBEAT_ACK, so an echo carries the echoer's, not the prober's.  A
+ * module without it ignores them (or, echoing, returns the prober's own);
+ * a receiver takes at most NZ_LATE_MAX_MS of it.
+ */
+#define NZ_HB_LATE_SHIFT	48
+#define NZ_HB_LATE(ms)		((u64)((ms) & 0xffff) << NZ_HB_LATE_SHIFT)
+#define NZ_HB_LATE_MS(seq)	((u32)((seq) >> NZ_HB_LATE_SHIFT))
 
 struct nz_frame_close {
 	u32	reason;		/* enum nz_close_reason */

@@ -45,7 +45,7 @@ int main(void)
 	unsigned int e[6];
 	int a, b, i;
 
-	tap_plan(12);
+	tap_plan(19);
 
 	/* A job of 2 starts with nothing; more ranks with start_ms. */
 	nz_learn_start(&l, 1000, 2, 32);
@@ -164,6 +164,85 @@ int main(void)
 	       nz_learn_alarm_window_ms(~0U) == ~0U && !a,
 	       "false-alarm window: %u ms at the defaults, %u ms at 80 ms x 4, never below the suspect time (%d settings wrong)",
 	       nz_learn_alarm_window_ms(16), nz_learn_alarm_window_ms(320), a);
+
+	/*
+	 * Queues are not silence (health.rst).  A tbf queue of 2 Mbit/s
+	 * (250 bytes per ms) holding 25,000 bytes, sampled every 4 ms while
+	 * it sends 1,000 bytes each time: 100 ms to drain.
+	 */
+	{
+		struct nz_egress e = { 0 };
+		unsigned int d[8], i;
+		u64 tx = 5000, t = 1000;
+
+		d[0] = nz_egress_sample(&e, t, tx, 25000, 0);
+		for (i = 1; i <= 5; i++) {
+			t += 4000;
+			tx += 1000;
+			d[i] = nz_egress_sample(&e, t, tx, 25000, 0);
+		}
+		tap_ok(d[0] == 0 && e.rate == 250 && d[5] == 100,
+		       "a full 2 Mbit/s queue: no delay before a rate (%u), then %u bytes/ms, %u ms (100)",
+		       d[0], e.rate, d[5]);
+
+		/* Emptied between samples: what it sent is no rate. */
+		t += 4000;
+		tx += 200;
+		d[0] = nz_egress_sample(&e, t, tx, 0, 0);
+		t += 4000;
+		tx += 9000;
+		d[1] = nz_egress_sample(&e, t, tx, 500, 0);
+		tap_ok(d[0] == 0 && d[1] == 2 && e.rate == 250,
+		       "a queue that emptied: %u ms, then %u ms for 500 bytes, rate still %u",
+		       d[0], d[1], e.rate);
+
+		/* A paused device sends nothing: the rate stands, the cap holds. */
+		for (i = 0; i < 3; i++) {
+			t += 4000;
+			d[i] = nz_egress_sample(&e, t, tx, 400000, 0);
+		}
+		tap_ok(e.rate == 250 && d[2] == NZ_LATE_MAX_MS,
+		       "a paused queue of 400 kB: rate %u, %u ms (at most %u)",
+		       e.rate, d[2], NZ_LATE_MAX_MS);
+
+		/* A device replaced: its counter went back; no sample from it. */
+		t += 4000;
+		d[0] = nz_egress_sample(&e, t, 10, 1000, 0);
+		tap_ok(e.rate == 250 && d[0] == 4, "counter went back: rate %u, %u ms",
+		       e.rate, d[0]);
+	}
+	{
+		struct nz_egress e = { 0 }, f = { 0 };
+		unsigned int a, b;
+
+		a = nz_egress_sample(&e, 1000, 0, 25000, 2);
+		b = nz_egress_sample(&f, 1000, 0, 25000, 0);
+		tap_ok(a == 100 && b == 0,
+		       "before a rate: the link speed (2 Mbit/s: %u ms), none without one (%u ms)",
+		       a, b);
+		/* A shaper's burst: 20 kB in 4 ms, then its 2 Mbit/s. */
+		a = nz_egress_sample(&e, 5000, 20000, 25000, 2);
+		b = nz_egress_sample(&e, 9000, 21000, 25000, 2);
+		tap_ok(a == 100 && b == 100,
+		       "a burst faster than the link: still the link's rate (%u, %u ms; 100)",
+		       a, b);
+	}
+	{
+		struct nz_late l = { 0 };
+		unsigned int a, b, c, d;
+
+		nz_late_note(&l, 100, 1000, 80);
+		nz_late_note(&l, 600, 1000, 10);
+		a = nz_late_ms(&l, 1000, 1000);
+		b = nz_late_ms(&l, 1101, 1000);
+		nz_late_note(&l, 1200, 1000, 10);
+		c = nz_late_ms(&l, 1300, 1000);
+		nz_late_note(&l, 1300, 1000, 65535);
+		d = nz_late_ms(&l, 1300, 1000);
+		tap_ok(a == 80 && b == 0 && c == 10 && d == NZ_LATE_MAX_MS,
+		       "a delay held 1 s as the largest (%u), then gone (%u), then the next (%u); a peer's 65535 taken as %u",
+		       a, b, c, d);
+	}
 
 	return tap_exit();
 }
