@@ -180,6 +180,54 @@ if [ "$NZ_NODE" = 0 ]; then
 	fi
 fi
 
+# A congested peer is not a dead path either: guest 1, the receiver,
+# sends a bulk TCP load of its own to guest 0 on rail0 (iperf3, 8 streams)
+# through a tbf of 4 Mbit/s that queues up to 800 ms, throughout a 20 s
+# stream.  Its ACKs and echoes on rail0 wait behind that queue; the most
+# that false alarms can teach (240 ms on top of the 16 ms suspect time) is
+# less.  The peer says how long its queue takes to drain (NZ_HB_LATE,
+# wire.rst; health.rst, "Queues are not silence"), and guest 0 allows
+# that: at most 1 suspicion of r0.  With the module before (2026-12-06,
+# one run each): 2 suspicions, and 6 messages of 2 MiB in the 20 s (their
+# chunks waited on r0, in doubt, for the other rail); with it, 0 and 39.
+f0=$(rail_stat r0 failovers); b0=$(rail_stat r0 bytes_tx)
+iperfpid=
+if [ "$NZ_NODE" = 0 ]; then
+	iperf3 -s -B 10.77.0.1 -p 5301 >/dev/null 2>&1 &
+	iperfpid=$!
+else
+	tc qdisc replace dev rail0 root tbf rate 4mbit burst 16kb latency 800ms
+fi
+meet queue-ready$port || echo "# the other guest did not come within 2 minutes"
+if [ "$NZ_NODE" = 1 ]; then
+	sleep 1
+	timeout 90 iperf3 -c 10.77.0.1 -B 10.77.0.2 -p 5301 -P 8 -t 80 \
+		-f m --connect-timeout 5000 >"$NZ_OUT/queue-iperf.txt" 2>&1 &
+	iperfpid=$!
+	sleep 3
+	tc -s qdisc show dev rail0 | sed -n 's/^ *\(backlog .*\)/# a congested peer: rail0 tbf \1/p'
+fi
+MASTER_PORT=$port "$P2P" drill 20 > "$NZ_OUT/queue.log" 2>&1
+rc=$?
+port=$((port + 1))
+[ "$NZ_NODE" = 1 ] && tc -s qdisc show dev rail0 |
+	sed -n 's/^ *\(Sent .*\)/# a congested peer: rail0 tbf \1/p'
+kill -INT "$iperfpid" 2>/dev/null
+wait "$iperfpid" 2>/dev/null
+[ "$NZ_NODE" = 1 ] && tc qdisc del dev rail0 root 2>/dev/null
+meet queue-done$port || echo "# the other guest did not come within 2 minutes"
+grep "^# rank" "$NZ_OUT/queue.log" | sed 's/^/# a congested peer: /'
+[ $rc = 0 ] && ok "a congested peer: stream intact" || not_ok "a congested peer: stream intact" "rc $rc"
+if [ "$NZ_NODE" = 0 ]; then
+	f=$(($(rail_stat r0 failovers) - f0)); mb=$((($(rail_stat r0 bytes_tx) - b0) >> 20))
+	dmesg | grep 'r0: path to rank 1 silent' | tail -n 3 | sed 's/^/# a congested peer: /'
+	# r0 must have carried part of the stream, or there was nothing to suspect.
+	[ "$f" -le 1 ] && [ "$mb" -ge 2 ] &&
+		ok "a congested peer: $f suspicions of r0 (at most 1), $mb MiB sent on it" ||
+		not_ok "a congested peer: at most 1 suspicion of r0, at least 2 MiB sent on it" \
+			"$f suspicions, $mb MiB"
+fi
+
 FAULT_NODE=0 drill "link down, sender side" 16 \
 	"3:ip link set rail1 down" "5:ip link set rail1 up"
 FAULT_NODE=1 drill "link down, receiver side" 16 \
