@@ -219,13 +219,16 @@ meet queue-done$port || echo "# the other guest did not come within 2 minutes"
 grep "^# rank" "$NZ_OUT/queue.log" | sed 's/^/# a congested peer: /'
 [ $rc = 0 ] && ok "a congested peer: stream intact" || not_ok "a congested peer: stream intact" "rc $rc"
 if [ "$NZ_NODE" = 0 ]; then
-	f=$(($(rail_stat r0 failovers) - f0)); mb=$((($(rail_stat r0 bytes_tx) - b0) >> 20))
+	f=$(($(rail_stat r0 failovers) - f0)); kb=$((($(rail_stat r0 bytes_tx) - b0) >> 10))
 	dmesg | grep 'r0: path to rank 1 silent' | tail -n 3 | sed 's/^/# a congested peer: /'
-	# r0 must have carried part of the stream, or there was nothing to suspect.
-	[ "$f" -le 1 ] && [ "$mb" -ge 2 ] &&
-		ok "a congested peer: $f suspicions of r0 (at most 1), $mb MiB sent on it" ||
-		not_ok "a congested peer: at most 1 suspicion of r0, at least 2 MiB sent on it" \
-			"$f suspicions, $mb MiB"
+	# r0 must have carried part of the stream (4 chunks at least), or
+	# there was nothing to suspect.  How much varies: 1 to 12 MiB in runs
+	# of 2026-12-06, as the scheduler puts chunks on r0 while their ACKs
+	# wait behind the queue (the stream then crawls: 5 to 39 messages).
+	[ "$f" -le 1 ] && [ "$kb" -ge 256 ] &&
+		ok "a congested peer: $f suspicions of r0 (at most 1), $kb KiB sent on it" ||
+		not_ok "a congested peer: at most 1 suspicion of r0, at least 256 KiB sent on it" \
+			"$f suspicions, $kb KiB"
 fi
 
 FAULT_NODE=0 drill "link down, sender side" 16 \
