@@ -492,6 +492,22 @@ timed_out=()
 boot_silence=${NZ_BOOT_SILENCE:-0}
 boot_hung=
 clock_jumped=
+# hung_regs G: where a hung guest's vCPUs are (issue 18: boots that stop
+# after "ACPI: setting ELCR"): registers and stacks from the monitor, into
+# OUTDIR/guestG.hung-regs, named from a System.map beside the kernel (the
+# debug lane's build has one, and boots it with nokaslr: the map holds).
+hung_regs() {
+	local f="$outdir/guest$1.hung-regs" map='' m
+	if [[ " $cmdline " = *" nokaslr "* ]]; then
+		for m in "${kernel%/arch/*}/System.map" "${kernel%/*}/System.map"; do
+			[ -s "$m" ] && { map=$m; break; }
+		done
+	fi
+	python3 "$TOP/selftests/qemu/hung_regs.py" "$outdir/guest$1.mon" ${map:+"$map"} >"$f" 2>&1 || true
+	grep '^# vCPU' "$f" | sed "s/^# /# g$1: hung /" || true
+	echo "# g$1: registers and stack in $f"
+}
+
 declare -a con_size con_seen
 while :; do
 	running=0
@@ -511,6 +527,7 @@ while :; do
 				boot_hung=$g
 				echo "g$g $boot_silence" >"$outdir/boot-hung"
 				echo "# g$g: console silent for ${boot_silence} s before its script began: a hung boot; stopping every guest"
+				hung_regs "$g"
 				killed_at=$SECONDS
 				for ((h = 0; h < nodes; h++)); do
 					[ -n "${ended[h]:-}" ] || kill -TERM "${qpids[h]}" 2>/dev/null || true
