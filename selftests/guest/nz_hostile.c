@@ -39,6 +39,7 @@
 #include "wire.h"
 #include "tap.h"
 #include "nz_sysfs.h"
+#include "health_learn.h"
 
 #define DATA_OFF_OFFSET	40	/* DATA header: offset field (wire.rst) */
 #define UNIT		65536
@@ -359,7 +360,8 @@ static size_t fz_frame(struct fz_rng *r, uint8_t *out, uint64_t *next_id)
 	} else if (k < 90) {
 		nz_frame_init(&f, NZ_FRAME_HEARTBEAT);
 		f.hb.ts_ns = fz_rnd(r);
-		f.hb.seq = fz_below(r, 4);
+		/* Now and then redial and queue-delay bits too (wire.rst). */
+		f.hb.seq = fz_below(r, 8) ? fz_below(r, 4) : fz_rnd(r);
 	} else {
 		nz_frame_init(&f, NZ_FRAME_HEARTBEAT_ACK);
 		f.hb.ts_ns = fz_rnd(r);
@@ -836,6 +838,65 @@ out:
 	free(payload);
 }
 
+/*
+ * A peer that holds the key sets every bit a heartbeat has: an echo asked
+ * for, a redial of every slot (the module is this connection's server:
+ * it dials none of them) and the largest queue delay there is.  The echo
+ * carries the module's own queue delay, not ours; no redial is counted;
+ * the connection stays, and a flood of them changes nothing.
+ */
+static void hb_bits(const struct job *j)
+{
+	const uint64_t ts = 0x4e5a4842ULL, bits = NZ_HB_ECHO | NZ_HB_REDIAL_ALL;
+	long long redials0 = sysfs_rail("redials");
+	uint8_t hdr[NZ_WIRE_HDR_LEN], body[NZ_WIRE_HELLO_LEN];
+	struct nz_frame f;
+	int fd, ret, k;
+
+	fd = connect_rail();
+	ret = fd >= 0 ? handshake(fd, j, j->secret) : -1;
+	nz_frame_init(&f, NZ_FRAME_HEARTBEAT);
+	f.hb.ts_ns = ts;
+	f.hb.seq = bits | NZ_HB_LATE(0xffff);
+	ret = ret || nz_wire_encode(&f, &lim, hdr, sizeof(hdr)) != NZ_WIRE_HDR_LEN ||
+	      write_all(fd, hdr, sizeof(hdr));
+	fz_short_timeout(fd, (int)(5000 * tscale));
+	for (k = 0; !ret && k < 1000; k++) {
+		ret = read_frame(fd, &f, body);
+		if (!ret && f.type == NZ_FRAME_HEARTBEAT_ACK && f.hb.ts_ns == ts)
+			break;
+	}
+	tap_ok(!ret && k < 1000 &&
+	       (f.hb.seq & ~NZ_HB_LATE(0xffff)) == bits &&
+	       NZ_HB_LATE_MS(f.hb.seq) <= NZ_LATE_MAX_MS,
+	       "every heartbeat bit set: echoed, with the module's own queue delay (%u ms, not 65535)",
+	       ret ? 0 : NZ_HB_LATE_MS(f.hb.seq));
+	/* 2,000 more, no echo asked: each one a redial of every slot. */
+	nz_frame_init(&f, NZ_FRAME_HEARTBEAT);
+	f.hb.seq = NZ_HB_REDIAL_ALL | NZ_HB_LATE(0xffff);
+	for (k = 0; !ret && k < 2000; k++) {
+		f.hb.ts_ns = (uint64_t)k;
+		ret = nz_wire_encode(&f, &lim, hdr, sizeof(hdr)) != NZ_WIRE_HDR_LEN ||
+		      write_all(fd, hdr, sizeof(hdr));
+	}
+	/* Still there: one more asks for an echo, which comes. */
+	nz_frame_init(&f, NZ_FRAME_HEARTBEAT);
+	f.hb.ts_ns = ts + 1;
+	f.hb.seq = bits;
+	ret = ret || nz_wire_encode(&f, &lim, hdr, sizeof(hdr)) != NZ_WIRE_HDR_LEN ||
+	      write_all(fd, hdr, sizeof(hdr));
+	for (k = 0; !ret && k < 100000; k++) {
+		ret = read_frame(fd, &f, body);
+		if (!ret && f.type == NZ_FRAME_HEARTBEAT_ACK && f.hb.ts_ns == ts + 1)
+			break;
+	}
+	tap_ok(!ret && k < 100000 && sysfs_rail("redials") == redials0,
+	       "2000 heartbeats asking to redial every slot: connection kept, %lld redials (0: the module dials none here)",
+	       sysfs_rail("redials") - redials0);
+	if (fd >= 0)
+		close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	struct nz_queue_opts qo = { .entries = 8 };
@@ -1025,6 +1086,7 @@ int main(int argc, char **argv)
 	}
 	close(fd);
 	never_reads(&j, q, cc.comm_id);
+	hb_bits(&j);
 	if (frames)
 		fz_phase(&j, q, cc.comm_id, frames, seed);
 	if (silent)
