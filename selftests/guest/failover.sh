@@ -190,7 +190,7 @@ fi
 # that: at most 1 suspicion of r0.  With the module before (2026-12-06,
 # one run each): 2 suspicions, and 6 messages of 2 MiB in the 20 s (their
 # chunks waited on r0, in doubt, for the other rail); with it, 0 and 39.
-f0=$(rail_stat r0 failovers); b0=$(rail_stat r0 bytes_tx)
+f0=$(rail_stat r0 failovers); b0=$(rail_stat r0 bytes_tx); b1=$(rail_stat r1 bytes_tx)
 iperfpid=
 if [ "$NZ_NODE" = 0 ]; then
 	iperf3 -s -B 10.77.0.1 -p 5301 >/dev/null 2>&1 &
@@ -221,6 +221,8 @@ grep "^# rank" "$NZ_OUT/queue.log" | sed 's/^/# a congested peer: /'
 if [ "$NZ_NODE" = 0 ]; then
 	f=$(($(rail_stat r0 failovers) - f0)); kb=$((($(rail_stat r0 bytes_tx) - b0) >> 10))
 	dmesg | grep 'r0: path to rank 1 silent' | tail -n 3 | sed 's/^/# a congested peer: /'
+	s0=$(($(rail_stat r0 bytes_tx) - b0)); s1=$(($(rail_stat r1 bytes_tx) - b1))
+	echo "# a congested peer: r0 carried $((100 * s0 / (s0 + s1 + 1))) % of what was sent ($s0 and $s1 bytes)"
 	# r0 must have carried part of the stream (4 chunks at least), or
 	# there was nothing to suspect.  How much varies: 1 to 12 MiB in runs
 	# of 2026-12-06, as the scheduler puts chunks on r0 while their ACKs
