@@ -838,6 +838,35 @@ out:
 	free(payload);
 }
 
+/* One HEARTBEAT (header only): 0 once written. */
+static int send_hb(int fd, uint64_t ts, uint64_t seq)
+{
+	uint8_t hdr[NZ_WIRE_HDR_LEN];
+	struct nz_frame f;
+
+	nz_frame_init(&f, NZ_FRAME_HEARTBEAT);
+	f.hb.ts_ns = ts;
+	f.hb.seq = seq;
+	if (nz_wire_encode(&f, &lim, hdr, sizeof(hdr)) != NZ_WIRE_HDR_LEN)
+		return -1;
+	return write_all(fd, hdr, sizeof(hdr));
+}
+
+/* Read up to max frames for the echo of heartbeat ts, into *f: 0 if found. */
+static int await_echo(int fd, uint64_t ts, struct nz_frame *f, int max)
+{
+	uint8_t body[NZ_WIRE_HELLO_LEN];
+	int k;
+
+	for (k = 0; k < max; k++) {
+		if (read_frame(fd, f, body))
+			return -1;
+		if (f->type == NZ_FRAME_HEARTBEAT_ACK && f->hb.ts_ns == ts)
+			return 0;
+	}
+	return -1;
+}
+
 /*
  * A peer that holds the key sets every bit a heartbeat has: an echo asked
  * for, a redial of every slot (the module is this connection's server:
@@ -849,48 +878,25 @@ static void hb_bits(const struct job *j)
 {
 	const uint64_t ts = 0x4e5a4842ULL, bits = NZ_HB_ECHO | NZ_HB_REDIAL_ALL;
 	long long redials0 = sysfs_rail("redials");
-	uint8_t hdr[NZ_WIRE_HDR_LEN], body[NZ_WIRE_HELLO_LEN];
 	struct nz_frame f;
 	int fd, ret, k;
 
 	fd = connect_rail();
 	ret = fd >= 0 ? handshake(fd, j, j->secret) : -1;
-	nz_frame_init(&f, NZ_FRAME_HEARTBEAT);
-	f.hb.ts_ns = ts;
-	f.hb.seq = bits | NZ_HB_LATE(0xffff);
-	ret = ret || nz_wire_encode(&f, &lim, hdr, sizeof(hdr)) != NZ_WIRE_HDR_LEN ||
-	      write_all(fd, hdr, sizeof(hdr));
+	ret = ret || send_hb(fd, ts, bits | NZ_HB_LATE(0xffff));
 	fz_short_timeout(fd, (int)(5000 * tscale));
-	for (k = 0; !ret && k < 1000; k++) {
-		ret = read_frame(fd, &f, body);
-		if (!ret && f.type == NZ_FRAME_HEARTBEAT_ACK && f.hb.ts_ns == ts)
-			break;
-	}
-	tap_ok(!ret && k < 1000 &&
-	       (f.hb.seq & ~NZ_HB_LATE(0xffff)) == bits &&
+	ret = ret || await_echo(fd, ts, &f, 1000);
+	tap_ok(!ret && (f.hb.seq & ~NZ_HB_LATE(0xffff)) == bits &&
 	       NZ_HB_LATE_MS(f.hb.seq) <= NZ_LATE_MAX_MS,
 	       "every heartbeat bit set: echoed, with the module's own queue delay (%u ms, not 65535)",
 	       ret ? 0 : NZ_HB_LATE_MS(f.hb.seq));
 	/* 2,000 more, no echo asked: each one a redial of every slot. */
-	nz_frame_init(&f, NZ_FRAME_HEARTBEAT);
-	f.hb.seq = NZ_HB_REDIAL_ALL | NZ_HB_LATE(0xffff);
-	for (k = 0; !ret && k < 2000; k++) {
-		f.hb.ts_ns = (uint64_t)k;
-		ret = nz_wire_encode(&f, &lim, hdr, sizeof(hdr)) != NZ_WIRE_HDR_LEN ||
-		      write_all(fd, hdr, sizeof(hdr));
-	}
+	for (k = 0; !ret && k < 2000; k++)
+		ret = send_hb(fd, (uint64_t)k, NZ_HB_REDIAL_ALL | NZ_HB_LATE(0xffff));
 	/* Still there: one more asks for an echo, which comes. */
-	nz_frame_init(&f, NZ_FRAME_HEARTBEAT);
-	f.hb.ts_ns = ts + 1;
-	f.hb.seq = bits;
-	ret = ret || nz_wire_encode(&f, &lim, hdr, sizeof(hdr)) != NZ_WIRE_HDR_LEN ||
-	      write_all(fd, hdr, sizeof(hdr));
-	for (k = 0; !ret && k < 100000; k++) {
-		ret = read_frame(fd, &f, body);
-		if (!ret && f.type == NZ_FRAME_HEARTBEAT_ACK && f.hb.ts_ns == ts + 1)
-			break;
-	}
-	tap_ok(!ret && k < 100000 && sysfs_rail("redials") == redials0,
+	ret = ret || send_hb(fd, ts + 1, bits);
+	ret = ret || await_echo(fd, ts + 1, &f, 100000);
+	tap_ok(!ret && sysfs_rail("redials") == redials0,
 	       "2000 heartbeats asking to redial every slot: connection kept, %lld redials (0: the module dials none here)",
 	       sysfs_rail("redials") - redials0);
 	if (fd >= 0)
