@@ -219,9 +219,9 @@ meet queue-done$port || echo "# the other guest did not come within 2 minutes"
 grep "^# rank" "$NZ_OUT/queue.log" | sed 's/^/# a congested peer: /'
 [ $rc = 0 ] && ok "a congested peer: stream intact" || not_ok "a congested peer: stream intact" "rc $rc"
 if [ "$NZ_NODE" = 0 ]; then
-	f=$(($(rail_stat r0 failovers) - f0)); kb=$((($(rail_stat r0 bytes_tx) - b0) >> 10))
+	f=$(($(rail_stat r0 failovers) - f0))
+	s0=$(($(rail_stat r0 bytes_tx) - b0)); s1=$(($(rail_stat r1 bytes_tx) - b1)); kb=$((s0 >> 10))
 	dmesg | grep 'r0: path to rank 1 silent' | tail -n 3 | sed 's/^/# a congested peer: /'
-	s0=$(($(rail_stat r0 bytes_tx) - b0)); s1=$(($(rail_stat r1 bytes_tx) - b1))
 	echo "# a congested peer: r0 carried $((100 * s0 / (s0 + s1 + 1))) % of what was sent ($s0 and $s1 bytes)"
 	# r0 must have carried part of the stream (4 chunks at least), or
 	# there was nothing to suspect.  How much varies: 1 to 12 MiB in runs
