@@ -44,11 +44,15 @@ def reply(s):
     return "\n".join(lines)
 
 
+def command(s, cmd):
+    """Send one command on connection s; its reply."""
+    s.sendall(cmd.encode() + b"\n")
+    return reply(s)
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "-c":
-        s = connect(sys.argv[2])
-        s.sendall(sys.argv[3].encode() + b"\n")
-        out = reply(s)
+        out = command(connect(sys.argv[2]), sys.argv[3])
         if out:
             print(out)
         return 0

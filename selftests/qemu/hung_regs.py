@@ -33,7 +33,7 @@ def load_map(path):
 
 def name(syms, keys, addr):
     i = bisect.bisect_right(keys, addr) - 1
-    # Past the last text symbol by more than a page: not text.
+    # Below the first text symbol, or 1 MiB past one: not text.
     if i < 0 or addr - syms[i][0] > 0x100000:
         return None
     return "%s+%#x" % (syms[i][1], addr - syms[i][0])
@@ -44,8 +44,7 @@ def main():
         print(__doc__.strip(), file=sys.stderr)
         return 2
     s = hmp.connect(sys.argv[1])
-    cmd = lambda c: (s.sendall(c.encode() + b"\n"), hmp.reply(s))[1]
-    regs = cmd("info registers -a")
+    regs = hmp.command(s, "info registers -a")
     print(regs)
     cpus = []
     for block in re.split(r"^(?=CPU#\d+)", regs, flags=re.M):
@@ -54,8 +53,8 @@ def main():
             cpus.append(tuple(x.group(1) for x in m))
     stacks = {}
     for cpu, rsp, _ in cpus:
-        cmd("cpu " + cpu)
-        stacks[cpu] = cmd("x /128gx 0x" + rsp)
+        hmp.command(s, "cpu " + cpu)
+        stacks[cpu] = hmp.command(s, "x /128gx 0x" + rsp)
         print("CPU#%s stack from RSP %s:\n%s" % (cpu, rsp, stacks[cpu]))
     if len(sys.argv) < 3:
         return 0
@@ -64,16 +63,13 @@ def main():
         print("# %s names no text symbol" % sys.argv[2])
         return 0
     keys = [a for a, _ in syms]
-    lo, hi = keys[0], keys[-1] + 0x100000
     for cpu, _, rip in cpus:
         print("# vCPU %s at %s" % (cpu, name(syms, keys, int(rip, 16)) or rip))
         for word in re.findall(r"0x([0-9a-f]{16})", re.sub(r"^[0-9a-f]+:", "",
                                                           stacks[cpu], flags=re.M)):
-            a = int(word, 16)
-            if lo <= a < hi:
-                n = name(syms, keys, a)
-                if n:
-                    print("#   stack: %s" % n)
+            n = name(syms, keys, int(word, 16))
+            if n:
+                print("#   stack: %s" % n)
     return 0
 
 
