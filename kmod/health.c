@@ -60,7 +60,7 @@
 #define NZ_DEAD_PEER_MS		10000	/* a peer silent that long is gone */
 #define NZ_BACKOFF_MIN_MS	50
 #define NZ_BACKOFF_MAX_MS	2000
-#define NZ_SUSPECT_DECAY_S	30	/* learned tolerance halves this often */
+#define NZ_SUSPECT_DECAY_S	120	/* learned tolerance halves this often */
 #define NZ_DECAY		(NZ_SUSPECT_DECAY_S * HZ)
 
 struct nz_health_cfg nz_health = {
@@ -279,7 +279,8 @@ bool nz_health_suspect(unsigned int silent)
  * tolerate more silence before doubt and suspicion -- the suspect time
  * again on the first false alarm, doubled on each next one, at most
  * NZ_LEARN_MAX_MS -- and the tolerance halves every
- * NZ_SUSPECT_DECAY_S without one.  A path that is really gone stays
+ * NZ_SUSPECT_DECAY_S without one (30 s until 2026-12-06: a peer that
+ * stalled once a minute was forgotten between its stalls).  A path that is really gone stays
  * silent far longer than that, so it does not count; and where nothing
  * is late (an idle host, a real cluster) nothing is learned and a dead
  * path is suspected after the suspect time, as before.  Per peer: what
@@ -306,7 +307,7 @@ static unsigned int nz_health_base_ms(void)
  * caches).  Without it, 4 guests of 2 Mbit/s rails running allreduces
  * suspected 4-16 healthy paths each in their first 10 s, and those
  * reroutes kept the job at 0.6x speed for 15 s.  The price is detection:
- * a blackhole in a job's first 30 s is suspected start_tolerance_ms
+ * a blackhole in a job's first 2 minutes is suspected start_tolerance_ms
  * later, halving every NZ_SUSPECT_DECAY_S (Documentation/health.rst).
  * Not in a job of 2: there the peer's NIC queues hold only what it sends
  * us, so no other rank's traffic delays its answers, and the 2-rank
@@ -316,7 +317,7 @@ static unsigned int nz_health_base_ms(void)
 static unsigned int start_tolerance_ms = 32;
 module_param(start_tolerance_ms, uint, 0644);
 MODULE_PARM_DESC(start_tolerance_ms,
-		 "Extra silence a new peer's paths are allowed before suspicion in jobs of more than 2 ranks, halving every 30 s (ms, default 32, at most 240)");
+		 "Extra silence a new peer's paths are allowed before suspicion in jobs of more than 2 ranks, halving every 120 s (ms, default 32, at most 240)");
 
 void nz_health_peer_init(struct nz_peer *p)
 {
@@ -328,7 +329,10 @@ void nz_health_peer_init(struct nz_peer *p)
  * conn owed an answer for owed_ms and then spoke: late, but not suspect.
  * When that is at least half the silence its peer is now allowed, the
  * peer is still as late as what it taught us, and the lesson is kept:
- * its decay starts again.  Before, a steadily busy peer was unlearned
+ * its decay starts again, with room for twice this lateness (a peer
+ * late by 60 ms of 80 allowed came within 20 ms of a false alarm, and
+ * the next burst, longer, made one).  Before, a steadily busy peer was
+ * unlearned
  * every NZ_SUSPECT_DECAY_S and taught again by a false alarm: 8 guests
  * of 2 host cores running 4 MiB allreduces for 10 minutes failed over
  * 16-20 healthy paths each, one every 30-40 s, with no fault.  A peer

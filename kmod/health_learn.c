@@ -53,7 +53,8 @@ void nz_learn_false_alarm(struct nz_learn *l, unsigned long now,
 /*
  * A path owed an answer for owed_ms, then spoke.  At least half of what
  * it is allowed (base_ms plus the extra): the lesson still holds, and
- * its decay starts again from what is left.  True if it was one.
+ * its decay starts again from what is left, now with room for twice this
+ * lateness (at most NZ_LEARN_MAX_MS).  True if it was one.
  */
 bool nz_learn_near_miss(struct nz_learn *l, unsigned long now,
 			unsigned long decay, unsigned int base_ms,
@@ -63,7 +64,8 @@ bool nz_learn_near_miss(struct nz_learn *l, unsigned long now,
 
 	if (!extra || owed_ms * 2 < base_ms + extra)
 		return false;
-	l->extra_ms = extra;
+	l->extra_ms = clamp_t(unsigned int, owed_ms * 2 - base_ms, extra,
+			      NZ_LEARN_MAX_MS);
 	l->since = now;
 	return true;
 }

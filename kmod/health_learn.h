@@ -9,7 +9,8 @@
  *     one, at most NZ_LEARN_MAX_MS;
  *   - halving every decay period without a lesson;
  *   - kept by near misses (a path late by at least half of what it is
- *     allowed, that then spoke): the decay starts again;
+ *     allowed, that then spoke), and raised to twice their lateness: the
+ *     decay starts again;
  *   - given at the start in a job of more than 2 ranks.
  *
  * Pure C over a small struct, no locks, no clock: the caller passes the

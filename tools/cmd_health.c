@@ -75,7 +75,7 @@ static int nzctl_health_cb(const struct nlmsghdr *nlh, void *data)
 	printf("heartbeat interval %u ms misses %u (dead after %u ms) grace %u ms\n",
 	       v[0], v[1], v[0] * v[1], v[2]);
 	if (start > 0)
-		printf("new peers: %ld ms more, halving every 30 s\n", start);
+		printf("new peers: %ld ms more, halving every 120 s\n", start);
 	return MNL_CB_OK;
 }
 
