@@ -280,10 +280,11 @@ bool nz_health_suspect(unsigned int silent)
  * again on the first false alarm, doubled on each next one, at most
  * NZ_LEARN_MAX_MS -- and the tolerance halves every
  * NZ_SUSPECT_DECAY_S without one (30 s until 2026-12-06: a peer that
- * stalled once a minute was forgotten between its stalls).  A path that is really gone stays
- * silent far longer than that, so it does not count; and where nothing
- * is late (an idle host, a real cluster) nothing is learned and a dead
- * path is suspected after the suspect time, as before.  Per peer: what
+ * stalled once a minute was forgotten between its stalls).  A path that
+ * is really gone stays silent far longer than that, so it does not
+ * count; and where nothing is late (an idle host, a real cluster)
+ * nothing is learned and a dead path is suspected after the suspect
+ * time, as before.  Per peer: what
  * delays its answers delays them on every rail.  Only the communicator's
  * heartbeat work writes these fields.
  */
@@ -332,10 +333,9 @@ void nz_health_peer_init(struct nz_peer *p)
  * its decay starts again, with room for twice this lateness (a peer
  * late by 60 ms of 80 allowed came within 20 ms of a false alarm, and
  * the next burst, longer, made one).  Before, a steadily busy peer was
- * unlearned
- * every NZ_SUSPECT_DECAY_S and taught again by a false alarm: 8 guests
- * of 2 host cores running 4 MiB allreduces for 10 minutes failed over
- * 16-20 healthy paths each, one every 30-40 s, with no fault.  A peer
+ * unlearned every NZ_SUSPECT_DECAY_S and taught again by a false alarm:
+ * 8 guests of 2 host cores running 4 MiB allreduces for 10 minutes
+ * failed over 16-20 healthy paths each, one every 30-40 s, with no fault.  A peer
  * whose lateness passes makes no near misses, and its extra halves as
  * before.
  */
