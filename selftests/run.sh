@@ -163,6 +163,26 @@ else
 		 [ -z "${NZ_SCALE_SUITES:-}" ] || cat selftests/guest/suites.scale)
 fi
 
+# 3b. The test bed itself: a guest whose script outlives vm.sh's timeout is
+# stopped, and first leaves every task's kernel stack on its console, so
+# that a hung run says where it hung (a demo hung once on 2026-12-06 with
+# nothing to say why).  One guest, ~50 s.
+if [ $quick = 0 ] && [ -e /dev/net/tun ] && command -v qemu-system-x86_64 >/dev/null &&
+   { [ -z "${NZ_SUITES:-}" ] || [[ " $NZ_SUITES " == *" harness "* ]]; } &&
+   [ -z "${NZ_SCALE_SUITES:-}" ]; then
+	selftests/qemu/vm.sh -n 1 -r 1 -t 45 -o "$OUT/guest-harness" selftests/guest/hang.sh \
+		> "$OUT/guest-harness.tap" 2>&1
+	rc=$?
+	con=$OUT/guest-harness/guest0.console
+	if [ $rc -ne 0 ] && grep -q 'killed after the 45s timeout (its tasks' "$OUT/guest-harness.tap" &&
+	   grep -aq 'task:nz_hang_probe .*state:S' "$con" && grep -aq 'nanosleep' "$con"; then
+		emit ok "harness/a guest past its timeout leaves its tasks' stacks on the console"
+	else
+		emit "not ok" "harness/a guest past its timeout leaves its tasks' stacks on the console (vm.sh exited $rc; see $con)"
+		grep -a 'task:' "$con" 2>/dev/null | head -n 5 | sed 's/^/# /'
+	fi
+fi
+
 # 4. A part of the debug-kernel lane (make check-debug runs all of it),
 # when the debug kernel is built already (make check-debug builds it) or
 # NZ_DEBUG_BUILD=1 asks for the build: it takes ~37 minutes on 2 cores,

@@ -388,6 +388,8 @@ ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
 # --- guests --------------------------------------------------------------------
 
 cmdline="console=ttyS0 panic=-1 panic_on_warn=1 panic_on_oops=1 oops=panic"
+# Every sysrq key from the (emulated) keyboard: tasks_to_console.
+cmdline+=" sysrq_always_enabled"
 cmdline+="${slub_debug:+ slub_debug=$slub_debug} quiet loglevel=4"
 # Faster or steadier under TCG on a busy host: no speculation workarounds,
 # no ACPI IRQ routing (seconds per PCI device), no timer or TSC checks that
@@ -508,6 +510,28 @@ hung_regs() {
 	echo "# g$1: registers and stack in $f"
 }
 
+# tasks_to_console G...: before a guest that ran out of time is stopped,
+# every task's state and kernel stack (sysrq t, through the emulated
+# keyboard; the console's log level raised first, sysrq 8) into its
+# console, to say where a run hung; waits until the consoles have been
+# quiet for 1.6 s (3 s at least, 20 s at most).
+tasks_to_console() {
+	local g i quiet=0 size prev='' cons=()
+	for g in "$@"; do
+		cons+=("$outdir/guest$g.console")
+		for i in 8 t; do
+			python3 "$TOP/selftests/qemu/hmp.py" -c "$outdir/guest$g.mon" \
+				"sendkey alt-sysrq-$i" >/dev/null 2>&1 || true
+		done
+	done
+	for ((i = 0; i < 100 && (i < 15 || quiet < 8); i++)); do
+		sleep 0.2
+		size=$(cat "${cons[@]}" 2>/dev/null | wc -c)
+		if [ "$size" = "$prev" ]; then quiet=$((quiet + 1)); else quiet=0; fi
+		prev=$size
+	done
+}
+
 declare -a con_size con_seen
 while :; do
 	running=0
@@ -556,12 +580,13 @@ while :; do
 	done
 	[ $running -eq 1 ] || break
 	if [ -z "$killed_at" ] && [ $SECONDS -ge $deadline ]; then
+		for ((g = 0; g < nodes; g++)); do
+			[ -n "${ended[g]:-}" ] || timed_out[g]=1
+		done
+		tasks_to_console "${!timed_out[@]}"
 		killed_at=$SECONDS
 		for ((g = 0; g < nodes; g++)); do
-			if [ -z "${ended[g]:-}" ]; then
-				timed_out[g]=1
-				kill -TERM "${qpids[g]}" 2>/dev/null || true
-			fi
+			[ -n "${ended[g]:-}" ] || kill -TERM "${qpids[g]}" 2>/dev/null || true
 		done
 	elif [ -n "$killed_at" ] && [ $SECONDS -ge $((killed_at + 5)) ]; then
 		for ((g = 0; g < nodes; g++)); do
@@ -694,7 +719,8 @@ for ((g = 0; g < nodes; g++)); do
 		tap_fail "g$g: exited $code"
 		gfail=1
 	fi
-	[ -z "${timed_out[g]:-}" ] || echo "# g$g: killed after the ${timeout}s timeout"
+	[ -z "${timed_out[g]:-}" ] ||
+		echo "# g$g: killed after the ${timeout}s timeout (its tasks, sysrq t: guest$g.console)"
 	[ "${qrc[g]:-0}" -eq 0 ] || echo "# g$g: qemu exited ${qrc[g]}"
 
 	# The console filtered once.  (grep finding nothing is no error:
