@@ -209,11 +209,74 @@ nezha_bench() {	# NZ_BENCH_MODE: nezha-bench's mode (p2p)
 	MASTER_ADDR=$NZ_BAR_ADDR MASTER_PORT=$NZ_MASTER_PORT RANK=$NZ_NODE \
 		WORLD_SIZE=$NZ_NODES NEZHA_TIMEOUT_MS=${NZ_COMM_TIMEOUT_MS:-60000} \
 		NEZHA_OP_TIMEOUT_MS=${NZ_OP_TIMEOUT_MS:-120000} \
-		timeout -k 5 "$tmo" "$NZ_BIN/tools/nezha-bench" "$mode" "$@" >"$out" 2>&1
+		run_bounded "$tmo" "$out.stuck" "$NZ_BIN/tools/nezha-bench" "$mode" "$@" >"$out" 2>&1
 	rc=$?
 	comment <"$out"
-	[ $rc = 124 ] && say "nezha-bench killed after ${tmo}s"
+	if [ $rc = 124 ]; then
+		say "nezha-bench killed after ${tmo}s; what it was doing:"
+		comment <"$out.stuck"
+	fi
 	return $rc
+}
+
+# klog_mark: where the kernel's log ends now; klog_since MARK: what the
+# kernel logged after it (at most 20 lines), as comments.  After a failure.
+klog_mark() {
+	dmesg | wc -l
+}
+klog_since() {
+	local n
+	n=$(dmesg | tail -n +"$(($1 + 1))" | wc -l)
+	if [ "$n" = 0 ]; then
+		say "the kernel logged nothing during this step"
+		return
+	fi
+	say "the kernel's log during this step ($n lines, the last 20):"
+	dmesg | tail -n +"$(($1 + 1))" | tail -n 20 | comment
+}
+
+# task_dump PID: each thread of PID with its state, where it sleeps and its
+# kernel stack; then the kernel's last lines.  For a run that hangs.
+task_dump() {
+	local t
+	for t in /proc/"$1"/task/*; do
+		[ -d "$t" ] || continue
+		echo "thread ${t##*/} ($(cat "$t/comm" 2>/dev/null)):" \
+			"$(awk '/^State:/ { print $2, $3 }' "$t/status" 2>/dev/null)" \
+			"in $(cat "$t/wchan" 2>/dev/null)"
+		sed 's/^/    /' "$t/stack" 2>/dev/null
+	done
+	echo "kernel log, last lines:"
+	dmesg | tail -n 20 | sed 's/^/    /'
+}
+
+# run_bounded TIMEOUT_S DUMPFILE CMD...: CMD, stopped after TIMEOUT_S like
+# timeout(1) (status 124), but first its threads and the kernel's log go to
+# DUMPFILE (task_dump), and a process that a kill cannot end (stuck in the
+# kernel) is left behind instead of waited for without end.
+run_bounded() {
+	local tmo=$1 dump=$2 pid i
+	shift 2
+	"$@" &
+	pid=$!
+	for ((i = 0; i < tmo * 5; i++)); do
+		kill -0 "$pid" 2>/dev/null || { wait "$pid"; return; }
+		sleep 0.2
+	done
+	task_dump "$pid" >"$dump" 2>&1
+	kill -TERM "$pid" 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		[ "$i" = 25 ] && kill -KILL "$pid" 2>/dev/null
+		sleep 0.2
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "it did not end 15 s after SIGKILL (stuck in the kernel):" >>"$dump"
+		task_dump "$pid" >>"$dump" 2>&1
+	else
+		wait "$pid"
+	fi
+	return 124
 }
 
 # target DESC VALUE OP LIMIT: ok "DESC (VALUE)" iff VALUE OP LIMIT (OP >= or
