@@ -207,7 +207,7 @@ static int nzb_window_xfer(struct nzb_p2p *b, size_t size, unsigned int w,
 	return nz_send(b->comm, ack, sizeof(*ack), 0, TAG_ACK);
 }
 
-/* Rank 0: the bytes each rail carried since before[], for the report. */
+/* The bytes each rail carried since before[], for the report. */
 static void nzb_record_split(struct nzb_p2p *b, size_t size, const int64_t *before)
 {
 	int64_t after[NZ_MAX_RAILS];
@@ -257,7 +257,8 @@ static int nzb_cmp_double(const void *a, const void *b)
 /*
  * Ping-pong; *usec is the mean half round trip, *p50 the median one (the
  * figure that a few descheduled iterations of a virtual machine do not
- * move).  Rank 0 records the rails' split when no bandwidth run did.
+ * move).  Both ranks record the rails' split when no bandwidth run did:
+ * a round trip is a ping on one rail and a pong on another.
  */
 static int nzb_latency(struct nzb_p2p *b, size_t size, double *usec,
 		       double *p50)
@@ -272,7 +273,7 @@ static int nzb_latency(struct nzb_p2p *b, size_t size, double *usec,
 		return nzb_fail(b, "latency", size, -ENOMEM);
 	for (unsigned int it = 0; it < n && !ret; it++) {
 		if (it == b->p.warmup) {
-			if (b->rank == 0 && b->p.mode == MODE_LAT)
+			if (b->p.mode == MODE_LAT)
 				nzb_rails_snap(b, before);
 			t0 = nzb_now();
 		}
@@ -297,7 +298,7 @@ static int nzb_latency(struct nzb_p2p *b, size_t size, double *usec,
 	qsort(rt, b->p.iters, sizeof(*rt), nzb_cmp_double);
 	*p50 = rt[b->p.iters / 2];
 	free(rt);
-	if (b->rank == 0 && b->p.mode == MODE_LAT)
+	if (b->p.mode == MODE_LAT)
 		nzb_record_split(b, size, before);
 	return 0;
 }
@@ -386,8 +387,8 @@ static void nzb_rail_report(const struct nzb_p2p *b)
 		printf("# rail split: not available (%s)\n", b->rail_err);
 		return;
 	}
-	printf("# rail split of the bytes rank 0 sent in the timed %s runs (bytes_tx):\n",
-	       b->p.mode == MODE_LAT ? "latency" : "bandwidth");
+	printf("# rail split of the bytes rank %d sent in the timed %s runs (bytes_tx):\n",
+	       b->rank, b->p.mode == MODE_LAT ? "latency" : "bandwidth");
 	printf("# %12s", "size(B)");
 	for (int s = 0; s < b->nrails; s++)
 		printf(" %9s", nz_comm_rail_name(b->comm, s));
@@ -631,9 +632,9 @@ int nzb_bench_p2p(int argc, char **argv)
 	if (b.rank == 0)
 		nzb_header(&b, fixed);
 	ret = nzb_run(&b);
-	if (b.rank == 0)
+	if (b.rank == 0 || b.p.mode == MODE_LAT)
 		nzb_rail_report(&b);
-	else if (!ret)
+	if (b.rank != 0 && !ret)
 		printf("# nezha-bench p2p rank 1: done\n");
 out:
 	nz_comm_destroy(b.comm);

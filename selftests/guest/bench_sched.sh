@@ -214,7 +214,12 @@ rmmod nezha 2>/dev/null
 barrier finished 300 || true
 
 # --- 6. report ------------------------------------------------------------------
-[ "$NZ_NODE" = 0 ] || { tap_done; exit; }
+# Rank 1's pongs are half of each round trip: its split, in its own log.
+if [ "$NZ_NODE" != 0 ]; then
+	grep -A5 '^# rail split' "$NZ_OUT/lat-both-1.txt" | comment
+	tap_done
+	exit
+fi
 # The receiver's rate lines, from the shared run directory.
 RATEFILE=$NZ_RUN/ratemeter.txt
 ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
