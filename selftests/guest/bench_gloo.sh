@@ -154,10 +154,14 @@ gloo_col() {	# gloo_col CONC KEY
 		}
 		print size, v }' "$GOUT"
 }
-nezha_col() {	# nezha_col NAME COLUMN (6 time us, 8 busbw GB/s -> MB/s)
+# Column 8 (busbw) is computed from the size and the time: nezha-bench
+# prints it in GB/s with 4 decimals, 2 digits at these rates (2026-12-06,
+# 8 guests x 5 Mbit/s: "0.0011", a ratio of 1.80 where the times give 1.85).
+nezha_col() {	# nezha_col NAME COLUMN (6 time us, 8 busbw MB/s)
 	local f=$NZ_OUT/nezha-$1.txt
-	[ -s "$f" ] && awk -v c="$2" '$1 ~ /^[0-9]+$/ && NF >= 10 {
-		print $1, (c == 8 ? $c * 1000 : $c) }' "$f"
+	[ -s "$f" ] && awk -v c="$2" -v n="$NZ_NODES" '$1 ~ /^[0-9]+$/ && NF >= 10 && $6 > 0 {
+		if (c == 8) printf "%s %.4f\n", $1, $1 / $6 * 2 * (n - 1) / n
+		else print $1, $c }' "$f"
 }
 join_on_size() {	# join_on_size FILE_A FILE_B: SIZE A B for sizes in both
 	awk 'NR == FNR { a[$1] = $2; next } ($1 in a) { print $1, a[$1], $2 }' "$1" "$2"
