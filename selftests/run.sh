@@ -170,11 +170,12 @@ fi
 if [ $quick = 0 ] && [ -e /dev/net/tun ] && command -v qemu-system-x86_64 >/dev/null &&
    { [ -z "${NZ_SUITES:-}" ] || [[ " $NZ_SUITES " == *" harness "* ]]; } &&
    [ -z "${NZ_SCALE_SUITES:-}" ]; then
-	selftests/qemu/vm.sh -n 1 -r 1 -t 45 -o "$OUT/guest-harness" selftests/guest/hang.sh \
+	tmo=45
+	selftests/qemu/vm.sh -n 1 -r 1 -t $tmo -o "$OUT/guest-harness" selftests/guest/hang.sh \
 		> "$OUT/guest-harness.tap" 2>&1
 	rc=$?
 	con=$OUT/guest-harness/guest0.console
-	if [ $rc -ne 0 ] && grep -q 'killed after the 45s timeout (its tasks' "$OUT/guest-harness.tap" &&
+	if [ $rc -ne 0 ] && grep -q "killed after the ${tmo}s timeout (its tasks" "$OUT/guest-harness.tap" &&
 	   grep -aq 'task:nz_hang_probe .*state:S' "$con" && grep -aq 'nanosleep' "$con"; then
 		emit ok "harness/a guest past its timeout leaves its tasks' stacks on the console"
 	else

@@ -225,14 +225,15 @@ klog_mark() {
 	dmesg | wc -l
 }
 klog_since() {
-	local n
-	n=$(dmesg | tail -n +"$(($1 + 1))" | wc -l)
+	local log n
+	log=$(dmesg | tail -n +"$(($1 + 1))")
+	n=$(printf '%s' "$log" | grep -c '')
 	if [ "$n" = 0 ]; then
 		say "the kernel logged nothing during this step"
 		return
 	fi
 	say "the kernel's log during this step ($n lines, the last 20):"
-	dmesg | tail -n +"$(($1 + 1))" | tail -n 20 | comment
+	printf '%s\n' "$log" | tail -n 20 | comment
 }
 
 # task_dump PID: each thread of PID with its state, where it sleeps and its

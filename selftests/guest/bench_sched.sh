@@ -253,11 +253,14 @@ for s in $SIZES_BW; do
 	record "equal_$s" "$e"
 done
 say ""
+# median < NUMBERS: their median (the upper one of an even count)
+median() {
+	sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'
+}
 # rounds_of FUNC NAME SIZE: the median over the rounds of FUNC's figure
 rounds_of() {
 	local r
-	for ((r = 1; r <= LAT_ROUNDS; r++)); do "$1" "$NZ_OUT/$2-$r.txt" "$3"; done |
-		sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'
+	for ((r = 1; r <= LAT_ROUNDS; r++)); do "$1" "$NZ_OUT/$2-$r.txt" "$3"; done | median
 }
 say "half round trip, us: median of $LAT_ROUNDS alternating rounds of the per-run median (mean)"
 say "$(printf '%8s %18s %18s %18s %10s %10s %8s' size both-rails rail0-alone rail1-alone both/best '(means)' paired)"
@@ -279,7 +282,7 @@ for s in $SIZES_LAT; do
 		awk -v b="$(lat_of "$NZ_OUT/lat-both-$r.txt" "$s")" \
 		    -v a="$(lat_of "$NZ_OUT/lat-rail0-$r.txt" "$s")" -v c="$l1" \
 		    'BEGIN { m = (c != "" && c < a) ? c : a; if (b != "" && m > 0) printf "%.3f\n", b / m }'
-	done | sort -n | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+	done | median)
 	say "$(printf '%8s %18s %18s %18s %10s %10s %8s' "$s" "$b ($bm)" "$l0 ($l0m)" "$l1 ($l1m)" \
 		"$(ratio "$b" "$best")" "($(ratio "$bm" "$bestm"))" "$pr")"
 	record "lat_ratio_$s" "$(ratio "$b" "$best")"
