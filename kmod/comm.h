@@ -327,7 +327,10 @@ enum nz_rail_change { NZ_RAIL_REMOVED, NZ_RAIL_CHANGED, NZ_RAIL_LINK_DOWN };
 void nz_conn_init(struct nz_peer *p, u32 slot);
 void nz_conn_stop_dial(struct nz_conn *conn);
 void nz_peer_redial(struct nz_peer *p, u64 slots);
-/* heartbeat.c: the peer said its answers on conn wait ms in its queue. */
+/*
+ * heartbeat.c: the peer said its answers on conn wait ms in its queue.
+ * Under peer->lock.
+ */
 void nz_conn_peer_late(struct nz_conn *conn, unsigned int ms);
 void nz_conn_shutdown(struct nz_conn *conn);
 void nz_conn_rail_update(struct nz_conn *conn, enum nz_rail_change how);
@@ -451,6 +454,7 @@ struct nz_chunk *nz_sched_next_chunk(struct nz_conn *conn,
 u64 nz_sched_window(const struct nz_conn *conn);
 void nz_sched_msg_new(struct nz_peer *p, struct nz_msg *m);
 void nz_sched_acked(struct nz_conn *conn, const struct nz_chunk *ch);
+/* An echo of our heartbeat sent at ts_ns came back.  Under peer->lock. */
 void nz_sched_rtt(struct nz_conn *conn, u64 ts_ns, u64 flags);
 void nz_sched_conn_up(struct nz_conn *conn);
 void nz_sched_conn_fault(struct nz_conn *conn);

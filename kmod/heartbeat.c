@@ -104,10 +104,9 @@ static unsigned int nz_conn_min_rtt_ms(struct nz_conn *conn)
 
 void nz_conn_peer_late(struct nz_conn *conn, unsigned int ms)
 {
-	spin_lock_bh(&conn->peer->lock);
+	lockdep_assert_held(&conn->peer->lock);
 	nz_late_note(&conn->peer_late, jiffies,
 		     msecs_to_jiffies(NZ_LATE_HOLD_MS), ms);
-	spin_unlock_bh(&conn->peer->lock);
 }
 
 /*

@@ -657,38 +657,56 @@ out:
 	return ret;
 }
 
+/*
+ * A HEARTBEAT: its arrival is what counts (the rx marks); echo only the
+ * ones asked for.  Its queue report and the echo are one visit to
+ * peer->lock.
+ */
+static int nz_conn_rx_heartbeat(struct nz_conn *conn,
+				const struct nz_frame_heartbeat *hb)
+{
+	bool echo = hb->seq & NZ_HB_ECHO;
+	struct nz_peer *p = conn->peer;
+	struct nz_ctrl *c = NULL;
+	int ret = 0;
+
+	if (hb->seq & NZ_HB_REDIAL_ALL)
+		nz_peer_redial(p, (hb->seq & NZ_HB_REDIAL_ALL) >>
+				  NZ_HB_REDIAL_SHIFT);
+	if (echo) {
+		c = kzalloc(sizeof(*c), GFP_KERNEL);
+		if (c) {
+			nz_frame_init(&c->f, NZ_FRAME_HEARTBEAT_ACK);
+			c->f.hb = *hb;
+		} else {
+			ret = -ENOMEM;
+		}
+	}
+	spin_lock_bh(&p->lock);
+	nz_conn_peer_late(conn, NZ_HB_LATE_MS(hb->seq));
+	if (c && nz_conn_queue_ctrl(conn, c)) {
+		atomic64_inc(&conn->rail->stats.hb_frames);
+		c = NULL;
+	}
+	spin_unlock_bh(&p->lock);
+	kfree(c);
+	if (echo && !ret)
+		nz_conn_kick(conn);
+	return ret;
+}
+
 int nz_conn_rx_ctrl(struct nz_conn *conn, const struct nz_frame *f)
 {
-	struct nz_ctrl *c;
-
 	switch (f->type) {
 	case NZ_FRAME_ACK:
 		return nz_conn_rx_ack(conn, &f->ack);
 	case NZ_FRAME_HEARTBEAT:
-		nz_conn_peer_late(conn, NZ_HB_LATE_MS(f->hb.seq));
-		if (f->hb.seq & NZ_HB_REDIAL_ALL)
-			nz_peer_redial(conn->peer, (f->hb.seq & NZ_HB_REDIAL_ALL) >>
-						   NZ_HB_REDIAL_SHIFT);
-		/* Its arrival is what counts; echo only the ones asked for. */
-		if (!(f->hb.seq & NZ_HB_ECHO))
-			return 0;
-		c = kzalloc(sizeof(*c), GFP_KERNEL);
-		if (!c)
-			return -ENOMEM;
-		nz_frame_init(&c->f, NZ_FRAME_HEARTBEAT_ACK);
-		c->f.hb = f->hb;
-		spin_lock_bh(&conn->peer->lock);
-		if (nz_conn_queue_ctrl(conn, c)) {
-			atomic64_inc(&conn->rail->stats.hb_frames);
-			c = NULL;
-		}
-		spin_unlock_bh(&conn->peer->lock);
-		kfree(c);
-		nz_conn_kick(conn);
-		return 0;
+		return nz_conn_rx_heartbeat(conn, &f->hb);
 	case NZ_FRAME_HEARTBEAT_ACK:
+		spin_lock_bh(&conn->peer->lock);
 		nz_conn_peer_late(conn, NZ_HB_LATE_MS(f->hb.seq));
 		nz_sched_rtt(conn, f->hb.ts_ns, f->hb.seq);
+		spin_unlock_bh(&conn->peer->lock);
 		return 0;
 	case NZ_FRAME_ABORT:
 		return nz_conn_rx_abort(conn, &f->abort);

@@ -445,11 +445,11 @@ void nz_sched_rtt(struct nz_conn *conn, u64 ts_ns, u64 flags)
 	u64 now = ktime_get_ns();
 	u32 us;
 
+	lockdep_assert_held(&p->lock);
 	/* The echo is the peer's word: ignore what cannot be ours. */
 	if (!ts_ns || ts_ns > now || now - ts_ns > 10 * NSEC_PER_SEC)
 		return;
 	us = max_t(u64, div_u64(now - ts_ns, NSEC_PER_USEC), 1);
-	spin_lock_bh(&p->lock);
 	/* The path carried a round trip that began then (health: suspect). */
 	if (ts_ns > conn->echo_ns)
 		WRITE_ONCE(conn->echo_ns, ts_ns);
@@ -464,7 +464,6 @@ void nz_sched_rtt(struct nz_conn *conn, u64 ts_ns, u64 flags)
 			e->min_rtt_us = us;
 		}
 	}
-	spin_unlock_bh(&p->lock);
 }
 
 /* conn was found silent with chunks on the way (heartbeat.c). */
