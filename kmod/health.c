@@ -46,6 +46,7 @@
 #include <linux/module.h>
 #include <linux/netdevice.h>
 #include <linux/random.h>
+#include <linux/stringify.h>
 #include <linux/timekeeping.h>
 #include "comm.h"
 #include "health_learn.h"
@@ -318,7 +319,7 @@ static unsigned int nz_health_base_ms(void)
 static unsigned int start_tolerance_ms = 32;
 module_param(start_tolerance_ms, uint, 0644);
 MODULE_PARM_DESC(start_tolerance_ms,
-		 "Extra silence a new peer's paths are allowed before suspicion in jobs of more than 2 ranks, halving every 120 s (ms, default 32, at most 240)");
+		 "Extra silence a new peer's paths are allowed before suspicion in jobs of more than 2 ranks, halving every " __stringify(NZ_SUSPECT_DECAY_S) " s (ms, default 32, at most 240)");
 
 void nz_health_peer_init(struct nz_peer *p)
 {

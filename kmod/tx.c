@@ -355,7 +355,7 @@ static bool nz_conn_pop_ctrl(struct nz_conn *conn, struct nz_frame *f)
 	kfree(c);
 	/* What our queue on the rail holds up now (wire.h, NZ_HB_LATE). */
 	if (f->type == NZ_FRAME_HEARTBEAT || f->type == NZ_FRAME_HEARTBEAT_ACK)
-		f->hb.seq = (f->hb.seq & ~NZ_HB_LATE(0xffff)) |
+		f->hb.seq = (f->hb.seq & ~NZ_HB_LATE_MASK) |
 			    NZ_HB_LATE(nz_rail_egress_ms(conn->rail));
 	/* nz_comm_destroy() waits for the last one. */
 	if (flushed)

@@ -155,6 +155,7 @@ struct nz_frame_heartbeat {
  */
 #define NZ_HB_LATE_SHIFT	48
 #define NZ_HB_LATE(ms)		((u64)((ms) & 0xffff) << NZ_HB_LATE_SHIFT)
+#define NZ_HB_LATE_MASK		NZ_HB_LATE(0xffff)
 #define NZ_HB_LATE_MS(seq)	((u32)((seq) >> NZ_HB_LATE_SHIFT))
 
 struct nz_frame_close {

@@ -74,6 +74,7 @@ static int nzctl_health_cb(const struct nlmsghdr *nlh, void *data)
 	}
 	printf("heartbeat interval %u ms misses %u (dead after %u ms) grace %u ms\n",
 	       v[0], v[1], v[0] * v[1], v[2]);
+	/* The period is the module's NZ_SUSPECT_DECAY_S (kmod/health.c). */
 	if (start > 0)
 		printf("new peers: %ld ms more, halving every 120 s\n", start);
 	return MNL_CB_OK;
