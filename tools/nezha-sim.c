@@ -5,7 +5,7 @@
  *
  *   nezha-sim --nodes 8 --rails 40mbit,40mbit --lat 0.2ms \
  *             --sizes 8,64K,1M,16M,64M --fail rail1@0.5s
- *   nezha-sim --validate     the 2-guest test bed against its measurements
+ *   nezha-sim --validate     the 2-, 4- and 8-guest test beds against their measurements
  *   nezha-sim --project      32 and 128 nodes, the paper's setups
  */
 #include <errno.h>
@@ -224,67 +224,168 @@ static int table(const struct sim_cfg *cfg, const uint64_t *sizes, int nsizes,
 	return 0;
 }
 
-/*
- * Measured on the test bed: 2 guests, 2 rails of 40 Mbit/s (tbf), MTU
- * 9000, idle host, nezha-bench allreduce and Gloo (torch 1.13) in one
- * boot, tree d2b5edd (Documentation/collectives.rst, "Jumbo frames", the
- * run on the final tree of 2026-11-30).  Busbw in MB/s turned into time
- * (2 ranks: busbw = algbw).
- */
-static const struct {
+/* One measured allreduce time; 0: not measured. */
+struct sim_meas {
 	uint64_t bytes;
 	double nezha_ms, gloo_ms;
-} measured[] = {
-	{ 32u << 10, 8.7, 13.4 },
-	{ 64u << 10, 17.8, 17.7 },
-	{ 1u << 20, 1048576 / 6.3e3, 1048576 / 4.57e3 },
-	{ 4u << 20, 4194304 / 8.6e3, 4194304 / 4.65e3 },
-	{ 16u << 20, 16777216 / 8.7e3, 16777216 / 4.79e3 },
-	{ 64u << 20, 67108864 / 8.6e3, 67108864 / 4.86e3 },
+	int algo;		/* forced on both the guests and the model; -1 not */
 };
 
-static void testbed(struct sim_cfg *c, int nodes)
+/* A test-bed run the model is held against (Documentation/sim.rst). */
+struct sim_bed {
+	const char *what;
+	int nodes;
+	double rate;		/* bytes/s of each of 2 rails */
+	uint32_t unit;		/* the chunk unit those guests used */
+	const struct sim_meas *m;
+	size_t n;
+};
+
+/*
+ * 2 guests, 2 rails of 40 Mbit/s (tbf), MTU 9000, idle host, nezha-bench
+ * allreduce and Gloo (torch 1.13) in one boot, tree d2b5edd
+ * (Documentation/collectives.rst, "Jumbo frames", the run on the final
+ * tree of 2026-11-30).  Busbw in MB/s turned into time (2 ranks: busbw =
+ * algbw).  Their NICs reported no speed before vm.sh -s (6eb4224): unit
+ * 64 KiB.
+ */
+static const struct sim_meas two_guests[] = {
+	{ 32u << 10, 8.7, 13.4, -1 },
+	{ 64u << 10, 17.8, 17.7, -1 },
+	{ 1u << 20, 1048576 / 6.3e3, 1048576 / 4.57e3, -1 },
+	{ 4u << 20, 4194304 / 8.6e3, 4194304 / 4.65e3, -1 },
+	{ 16u << 20, 16777216 / 8.7e3, 16777216 / 4.79e3, -1 },
+	{ 64u << 20, 67108864 / 8.6e3, 67108864 / 4.86e3, -1 },
+};
+
+/*
+ * 8 guests of one vCPU on 2 host cores, 2 rails of 5 Mbit/s (tbf), MTU
+ * 9000, nezha-bench allreduce and Gloo in one boot: NZ_BENCH_NODES=8
+ * NZ_RATE=5mbit NZ_BENCH_MAX=16M make bench-coll, 2026-12-06, tree
+ * 7cca1b5 (collectives.rst, "Eight guests"); time per allreduce, the
+ * largest of the ranks.  The rows with an algorithm forced: the same 8
+ * guests and rails, 2026-12-07, tree fc345b6, nezha-bench allreduce -A
+ * hd|ring -n 3 -w 1 (no Gloo run): 1 MiB the median of 7 runs in 4
+ * boots (hd) and of 4 in 3 (ring), 256 and 512 KiB one run each.
+ */
+static const struct sim_meas eight_guests[] = {
+	{ 8, 81.4, 83.8, -1 },
+	{ 64u << 10, 304.7, 448.6, -1 },
+	{ 1u << 20, 2862.8, 3049.8, -1 },
+	{ 4u << 20, 6780.2, 12041.8, -1 },
+	{ 16u << 20, 26007.3, 48145.2, -1 },
+	{ 256u << 10, 976.5, 0, NZ_ALGO_HD },
+	{ 256u << 10, 519.9, 0, NZ_ALGO_RING },
+	{ 512u << 10, 1541.7, 0, NZ_ALGO_HD },
+	{ 512u << 10, 979.5, 0, NZ_ALGO_RING },
+	{ 1u << 20, 2765.9, 0, NZ_ALGO_HD },
+	{ 1u << 20, 1679.4, 0, NZ_ALGO_RING },
+};
+
+/*
+ * 4 guests, the same rails, 2026-12-07, tree fc345b6, nezha-bench
+ * allreduce -A hd|ring -n 3 -w 1 -c 0 (no Gloo run): the mean of 2 runs
+ * in one boot.
+ */
+static const struct sim_meas four_guests[] = {
+	{ 256u << 10, 517.4, 0, NZ_ALGO_HD },
+	{ 256u << 10, 383.6, 0, NZ_ALGO_RING },
+	{ 1u << 20, 1449.4, 0, NZ_ALGO_HD },
+	{ 1u << 20, 1360.7, 0, NZ_ALGO_RING },
+};
+
+static const struct sim_bed beds[] = {
+	{ "2 guests x 2 rails of 40 Mbit/s (collectives.rst, tree d2b5edd)",
+	  2, 40e6 / 8, 64u << 10, two_guests,
+	  sizeof(two_guests) / sizeof(two_guests[0]) },
+	{ "4 guests x 2 rails of 5 Mbit/s (sim.rst, \"Validation\")",
+	  4, 5e6 / 8, 16u << 10, four_guests,
+	  sizeof(four_guests) / sizeof(four_guests[0]) },
+	{ "8 guests x 2 rails of 5 Mbit/s (collectives.rst, \"Eight guests\")",
+	  8, 5e6 / 8, 16u << 10, eight_guests,
+	  sizeof(eight_guests) / sizeof(eight_guests[0]) },
+};
+
+static void testbed(struct sim_cfg *c, int nodes, double rate)
 {
 	sim_cfg_init(c);
 	c->nodes = nodes;
 	c->nrails = 2;
 	for (int r = 0; r < 2; r++) {
-		c->rail[r].rate = 40e6 / 8;
+		c->rail[r].rate = rate;
 		c->rail[r].lat_ns = 200000;
 	}
 }
 
-static int validate(int iters)
+/* "12.3" or "-" when not measured. */
+static const char *ms_str(double ms, char *buf, size_t len)
 {
+	if (ms > 0)
+		snprintf(buf, len, "%.1f", ms);
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+static const char *err_str(double sim, double meas, char *buf, size_t len)
+{
+	if (meas > 0)
+		snprintf(buf, len, "%+.0f%%", 100 * (sim / meas - 1));
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+static int validate_bed(const struct sim_bed *b, int iters)
+{
+	char sz[32], m1[16], e1[16], m2[16], e2[16];
 	struct sim_result rn, rg;
 	struct sim_cfg c;
-	char sz[24];
 	int ret;
 
-	testbed(&c, 2);
-	/* Before vm.sh -s (6eb4224) the guests' NICs reported no speed. */
-	c.unit = 64u << 10;
-	printf("# validation: 2 guests x 2 rails of 40 Mbit/s (collectives.rst, tree d2b5edd)\n");
+	testbed(&c, b->nodes, b->rate);
+	c.unit = b->unit;
+	printf("# validation: %s\n", b->what);
 	describe(&c);
-	printf("%-6s %10s %10s %7s   %10s %10s %7s\n", "size", "nezha_meas",
+	printf("%-9s %10s %10s %7s   %10s %10s %7s\n", "size", "nezha_meas",
 	       "nezha_sim", "error", "gloo_meas", "gloo_sim", "error");
-	for (size_t i = 0; i < sizeof(measured) / sizeof(measured[0]); i++) {
+	for (size_t i = 0; i < b->n; i++) {
+		const struct sim_meas *m = &b->m[i];
+
+		c.algo = m->algo;
 		c.model = SIM_NEZHA;
-		ret = sim_allreduce(&c, measured[i].bytes, iters, &rn);
+		ret = sim_allreduce(&c, m->bytes, iters, &rn);
 		c.model = SIM_GLOO;
 		if (!ret)
-			ret = sim_allreduce(&c, measured[i].bytes, iters, &rg);
+			ret = sim_allreduce(&c, m->bytes, iters, &rg);
 		if (ret)
 			return ret;
-		size_str(measured[i].bytes, sz, sizeof(sz));
-		printf("%-6s %10.1f %10.1f %+6.0f%%   %10.1f %10.1f %+6.0f%%\n",
-		       sz, measured[i].nezha_ms, rn.ns / 1e6,
-		       100 * (rn.ns / 1e6 / measured[i].nezha_ms - 1),
-		       measured[i].gloo_ms, rg.ns / 1e6,
-		       100 * (rg.ns / 1e6 / measured[i].gloo_ms - 1));
+		size_str(m->bytes, sz, sizeof(sz));
+		if (m->algo >= 0) {
+			size_t l = strlen(sz);
+
+			snprintf(sz + l, sizeof(sz) - l, " %s",
+				 nz_coll_algo_name((enum nz_coll_algo)m->algo));
+		}
+		printf("%-9s %10s %10.1f %7s   %10s %10.1f %7s\n", sz,
+		       ms_str(m->nezha_ms, m1, sizeof(m1)), rn.ns / 1e6,
+		       err_str(rn.ns / 1e6, m->nezha_ms, e1, sizeof(e1)),
+		       ms_str(m->gloo_ms, m2, sizeof(m2)), rg.ns / 1e6,
+		       err_str(rg.ns / 1e6, m->gloo_ms, e2, sizeof(e2)));
 	}
-	printf("# 4 and 8 guests: no allreduce time measured in the tree yet (issue 23, deliverable 4)\n");
 	return 0;
+}
+
+static int validate(int iters)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < sizeof(beds) / sizeof(beds[0]) && !ret; i++) {
+		if (i)
+			printf("\n");
+		ret = validate_bed(&beds[i], iters);
+	}
+	return ret;
 }
 
 /* The paper's setups (Documentation/sim.rst, "Projections"). */
@@ -300,7 +401,7 @@ static int project(int iters)
 	for (size_t k = 0; k < 2; k++) {
 		printf("\n## %d nodes, test bed rails: 2 x TCP 40 Mbit/s, 0.2 ms\n",
 		       nodes[k]);
-		testbed(&c, nodes[k]);
+		testbed(&c, nodes[k], 40e6 / 8);
 		ret = table(&c, sizes, 5, iters);
 		if (ret)
 			return ret;
