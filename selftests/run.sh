@@ -166,16 +166,20 @@ fi
 # 3b. The test bed itself: a guest whose script outlives vm.sh's timeout is
 # stopped, and first leaves every task's kernel stack on its console, so
 # that a hung run says where it hung (a demo hung once on 2026-12-06 with
-# nothing to say why).  One guest, ~50 s.
+# nothing to say why) -- also while a host script holds the guest's
+# monitor, as the failover suite's does (until 2026-12-07 vm.sh then
+# could not reach the guest).  One guest, ~50 s.
 if [ $quick = 0 ] && [ -e /dev/net/tun ] && command -v qemu-system-x86_64 >/dev/null &&
    { [ -z "${NZ_SUITES:-}" ] || [[ " $NZ_SUITES " == *" harness "* ]]; } &&
    [ -z "${NZ_SCALE_SUITES:-}" ]; then
 	tmo=45
-	selftests/qemu/vm.sh -n 1 -r 1 -t $tmo -o "$OUT/guest-harness" selftests/guest/hang.sh \
+	selftests/qemu/vm.sh -n 1 -r 1 -t $tmo -o "$OUT/guest-harness" \
+		-H selftests/guest/hold_mon_host.sh selftests/guest/hang.sh \
 		> "$OUT/guest-harness.tap" 2>&1
 	rc=$?
 	con=$OUT/guest-harness/guest0.console
 	if [ $rc -ne 0 ] && grep -q "killed after the ${tmo}s timeout (its tasks" "$OUT/guest-harness.tap" &&
+	   grep -q '^# host: holding' "$OUT/guest-harness/host.log" &&
 	   grep -aq 'task:nz_hang_probe .*state:S' "$con" && grep -aq 'nanosleep' "$con"; then
 		emit ok "harness/a guest past its timeout leaves its tasks' stacks on the console"
 	else

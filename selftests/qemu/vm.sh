@@ -283,7 +283,7 @@ else
 	mkdir -p "$outdir"
 	outdir=$(realpath -e -- "$outdir")
 	rm -rf "$outdir"/guest*.out
-	rm -f "$outdir"/guest*.{console,result,mon,qemu.log} "$outdir/host.log" "$outdir/job.sh" \
+	rm -f "$outdir"/guest*.{console,result,mon,diag,qemu.log} "$outdir/host.log" "$outdir/job.sh" \
 		"$outdir/job.key" "$outdir/boot-hung" "$outdir"/guest*.insns.*
 	# The guests' and the host script's rendezvous files (lib.sh's meet,
 	# the host requests): one left by an earlier run lets a guest through
@@ -430,7 +430,8 @@ for ((g = 0; g < nodes; g++)); do
 		-virtfs "local,path=$outdir,mount_tag=nzrun,security_model=none"
 		-serial "file:$outdir/guest$g.console"
 		-serial "file:$outdir/guest$g.result"
-		-monitor "unix:$outdir/guest$g.mon,server=on,wait=off")
+		-monitor "unix:$outdir/guest$g.mon,server=on,wait=off"
+		-monitor "unix:$outdir/guest$g.diag,server=on,wait=off")
 	[ -z "$plugin" ] || qemu+=(-plugin "file=$plugin,out=$outdir/guest$g.insns")
 	for ((r = 0; r < rails; r++)); do
 		link=''
@@ -494,6 +495,13 @@ timed_out=()
 boot_silence=${NZ_BOOT_SILENCE:-0}
 boot_hung=
 clock_jumped=
+# Each guest has two monitors: guestG.mon for host scripts (which may hold
+# it open for the whole run: a QEMU monitor serves one client at a time)
+# and guestG.diag for vm.sh's own diagnostics below.  With one, a hung
+# guest of the failover suite, whose host script holds the monitor, said
+# nothing: "TimeoutError" in place of its registers (debug lane,
+# 2026-12-07, the first boot hang after ELCR caught in the act).
+#
 # hung_regs G: where a hung guest's vCPUs are (issue 18: boots that stop
 # after "ACPI: setting ELCR"): registers and stacks from the monitor, into
 # OUTDIR/guestG.hung-regs, named from a System.map beside the kernel (the
@@ -505,7 +513,7 @@ hung_regs() {
 			[ -s "$m" ] && { map=$m; break; }
 		done
 	fi
-	python3 "$TOP/selftests/qemu/hung_regs.py" "$outdir/guest$1.mon" ${map:+"$map"} >"$f" 2>&1 || true
+	python3 "$TOP/selftests/qemu/hung_regs.py" "$outdir/guest$1.diag" ${map:+"$map"} >"$f" 2>&1 || true
 	grep '^# vCPU' "$f" | sed "s/^# /# g$1: hung /" || true
 	echo "# g$1: registers and stack in $f"
 }
@@ -520,7 +528,7 @@ tasks_to_console() {
 	for g in "$@"; do
 		cons+=("$outdir/guest$g.console")
 		for i in 8 t; do
-			python3 "$TOP/selftests/qemu/hmp.py" -c "$outdir/guest$g.mon" \
+			python3 "$TOP/selftests/qemu/hmp.py" -c "$outdir/guest$g.diag" \
 				"sendkey alt-sysrq-$i" >/dev/null 2>&1 || true
 		done
 	done
