@@ -168,7 +168,9 @@ fi
 # that a hung run says where it hung (a demo hung once on 2026-12-06 with
 # nothing to say why) -- also while a host script holds the guest's
 # monitor, as the failover suite's does (until 2026-12-07 vm.sh then
-# could not reach the guest).  One guest, ~50 s.
+# could not reach the guest).  And hung_regs.py, which vm.sh runs on a
+# hung boot, works on a live guest and takes its 3 samples.  One guest,
+# ~50 s.
 if [ $quick = 0 ] && [ -e /dev/net/tun ] && command -v qemu-system-x86_64 >/dev/null &&
    { [ -z "${NZ_SUITES:-}" ] || [[ " $NZ_SUITES " == *" harness "* ]]; } &&
    [ -z "${NZ_SCALE_SUITES:-}" ]; then
@@ -185,6 +187,16 @@ if [ $quick = 0 ] && [ -e /dev/net/tun ] && command -v qemu-system-x86_64 >/dev/
 	else
 		emit "not ok" "harness/a guest past its timeout leaves its tasks' stacks on the console (vm.sh exited $rc; see $con)"
 		grep -a 'task:' "$con" 2>/dev/null | head -n 5 | sed 's/^/# /'
+	fi
+	# What vm.sh takes of a hung boot, taken here of a live guest by
+	# the host script: 3 samples of every vCPU, each vCPU summed up.
+	hl=$OUT/guest-harness/host.log
+	if [ "$(grep -c '^# host: hung_regs: ## sample [123] of 3' "$hl")" = 3 ] &&
+	   grep -q '^# host: hung_regs: # vCPU 0: [1-3] of 3 samples at the same RIP' "$hl"; then
+		emit ok "harness/hung_regs.py samples a guest's vCPUs 3 times through its diagnostics monitor"
+	else
+		emit "not ok" "harness/hung_regs.py samples a guest's vCPUs 3 times through its diagnostics monitor (see $hl)"
+		grep 'hung_regs' "$hl" 2>/dev/null | head -n 5 | sed 's/^/# /'
 	fi
 fi
 

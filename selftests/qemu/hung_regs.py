@@ -2,19 +2,24 @@
 # SPDX-License-Identifier: GPL-2.0
 """Where a hung guest's vCPUs are (vm.sh, issue 18).
 
-  hung_regs.py SOCKET [SYSTEM.MAP]
+  hung_regs.py [-n SAMPLES] [-i SECONDS] SOCKET [SYSTEM.MAP]
 
 Prints every vCPU's registers (the monitor's "info registers -a") and the
 first 128 words of each one's stack ("x /128gx RSP" in that vCPU's address
-space).  With a System.map of the guest's kernel, booted with nokaslr (the
-map's addresses are then the running ones), each RIP and every stack word
-that points into the kernel's text is named: a rough backtrace, enough to
-see which initcall or lock a boot stopped in.  The last lines, "# ...",
-are those names.
+space), SAMPLES times (3) SECONDS apart (2): one sample cannot tell a vCPU
+stuck in one place from one that passes through it often (a guest that
+spends its time in timer interrupts looks stuck in each of them).  With a
+System.map of the guest's kernel, booted with nokaslr (the map's
+addresses are then the running ones), each RIP and every stack word that
+points into the kernel's text is named: a rough backtrace, enough to see
+which initcall or lock a boot stopped in.  The last lines, "# ...", are
+those names, and for each vCPU how many of the samples found it at the
+same RIP.
 """
 import bisect
 import re
 import sys
+import time
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import hmp  # noqa: E402
@@ -39,13 +44,9 @@ def name(syms, keys, addr):
     return "%s+%#x" % (syms[i][1], addr - syms[i][0])
 
 
-def main():
-    if len(sys.argv) not in (2, 3):
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    s = hmp.connect(sys.argv[1])
+def sample(s):
+    """One sample: the registers' text, [(cpu, rsp, rip)], {cpu: stack}."""
     regs = hmp.command(s, "info registers -a")
-    print(regs)
     cpus = []
     for block in re.split(r"^(?=CPU#\d+)", regs, flags=re.M):
         m = [re.search(p, block) for p in (r"^CPU#(\d+)", r"RSP=([0-9a-f]+)", r"RIP=([0-9a-f]+)")]
@@ -55,21 +56,53 @@ def main():
     for cpu, rsp, _ in cpus:
         hmp.command(s, "cpu " + cpu)
         stacks[cpu] = hmp.command(s, "x /128gx 0x" + rsp)
-        print("CPU#%s stack from RSP %s:\n%s" % (cpu, rsp, stacks[cpu]))
-    if len(sys.argv) < 3:
-        return 0
-    syms = load_map(sys.argv[2])
-    if not syms:
-        print("# %s names no text symbol" % sys.argv[2])
-        return 0
+    return regs, cpus, stacks
+
+
+def main():
+    args = sys.argv[1:]
+    n, interval = 3, 2.0
+    while len(args) >= 2 and args[0] in ("-n", "-i"):
+        if args[0] == "-n":
+            n = int(args[1])
+        else:
+            interval = float(args[1])
+        args = args[2:]
+    if len(args) not in (1, 2) or n < 1:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    s = hmp.connect(args[0])
+    samples = []
+    for k in range(n):
+        if k:
+            time.sleep(interval)
+        regs, cpus, stacks = sample(s)
+        samples.append((cpus, stacks))
+        print("## sample %d of %d, %.1f s after the first" % (k + 1, n, k * interval))
+        print(regs)
+        for cpu, rsp, _ in cpus:
+            print("CPU#%s stack from RSP %s:\n%s" % (cpu, rsp, stacks[cpu]))
+    syms = load_map(args[1]) if len(args) == 2 else []
+    if len(args) == 2 and not syms:
+        print("# %s names no text symbol" % args[1])
     keys = [a for a, _ in syms]
-    for cpu, _, rip in cpus:
-        print("# vCPU %s at %s" % (cpu, name(syms, keys, int(rip, 16)) or rip))
-        for word in re.findall(r"0x([0-9a-f]{16})", re.sub(r"^[0-9a-f]+:", "",
-                                                          stacks[cpu], flags=re.M)):
-            n = name(syms, keys, int(word, 16))
-            if n:
-                print("#   stack: %s" % n)
+    rips = {}
+    for k, (cpus, stacks) in enumerate(samples):
+        for cpu, _, rip in cpus:
+            rips.setdefault(cpu, []).append(rip)
+            if not syms:
+                continue
+            print("# vCPU %s at %s (sample %d of %d)" %
+                  (cpu, name(syms, keys, int(rip, 16)) or rip, k + 1, n))
+            for word in re.findall(r"0x([0-9a-f]{16})", re.sub(r"^[0-9a-f]+:", "",
+                                                              stacks[cpu], flags=re.M)):
+                w = name(syms, keys, int(word, 16))
+                if w:
+                    print("#   stack: %s" % w)
+    for cpu, r in sorted(rips.items()):
+        most = max(r.count(x) for x in r)
+        print("# vCPU %s: %d of %d samples at the same RIP (%d distinct)" %
+              (cpu, most, len(r), len(set(r))))
     return 0
 
 
