@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Minimal TAP output for Nezha's C tests: each test program prints a plan
- * and one line per check; the runner (selftests/run.sh) counts the lines.
+ * and one line per check; the runner (selftests/run.sh) counts the lines,
+ * and a program that ran another number of checks than it planned exits 1.
  * A check that cannot run is a SKIP with its reason, never an "ok".
  */
 #ifndef NZ_TAP_H
@@ -11,10 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int tap_n, tap_failed;
+static int tap_n, tap_failed, tap_planned = -1;
 
 static inline void tap_plan(int n)
 {
+	tap_planned = n;
 	printf("1..%d\n", n);
 	fflush(stdout);
 }
@@ -61,8 +63,17 @@ static inline void tap_diag(const char *fmt, ...)
 	fflush(stdout);
 }
 
+/*
+ * A plan that the checks did not meet is a failure: a check that never
+ * ran (an early return, a miscounted plan) says nothing, and the runner
+ * counts only the lines it sees.
+ */
 static inline int tap_exit(void)
 {
+	if (tap_planned >= 0 && tap_n != tap_planned) {
+		printf("# planned %d checks, ran %d\n", tap_planned, tap_n);
+		return 1;
+	}
 	return tap_failed ? 1 : 0;
 }
 
