@@ -62,6 +62,7 @@ bool nz_learn_near_miss(struct nz_learn *l, unsigned long now,
  */
 #define NZ_LATE_MAX_MS		1000	/* a queue's delay, at most */
 #define NZ_LATE_HOLD_MS		1000	/* a report stands this long */
+#define NZ_LATE_KEEP_MS		10000	/* a peer's last, if none came since */
 
 struct nz_egress {
 	u64 tx_bytes;			/* the device's counter at @at_us */
@@ -77,7 +78,10 @@ unsigned int nz_egress_sample(struct nz_egress *e, u64 now_us, u64 tx_bytes,
  * A delay reported (by the peer, or by our own queue), held as the
  * largest of those within NZ_LATE_HOLD_MS: a queue that fills again at
  * each burst is judged on its bursts, not on the instant between them.
- * Times in ticks, as for struct nz_learn.
+ * nz_late_note() takes that hold; nz_late_ms() may be asked with a
+ * longer one, so that the last report stands until a newer one comes (a
+ * peer's, which comes only on its heartbeats and echoes).  Times in
+ * ticks, as for struct nz_learn.
  */
 struct nz_late {
 	u32 ms;

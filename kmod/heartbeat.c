@@ -113,17 +113,20 @@ void nz_conn_peer_late(struct nz_conn *conn, unsigned int ms)
  * Queues are not silence (health.rst): what waits ahead of our chunks in
  * our queue on the rail, and ahead of the peer's answers in its queue,
  * as measured (ours) and said (the peer's, on its heartbeats and echoes),
- * each the largest of the last NZ_LATE_HOLD_MS.  A queue that drains
- * takes that long whether the path is alive or not; a dead path behind
- * an empty queue is suspected as soon as before.
+ * each the largest of the last NZ_LATE_HOLD_MS.  The peer's word comes
+ * only with its heartbeats and echoes, which a path busy both ways does
+ * not send, and which its queue delays too: its last one stands until a
+ * newer one comes, NZ_LATE_KEEP_MS at most.  A queue that drains takes
+ * that long whether the path is alive or not; a dead path behind an
+ * empty queue is suspected as soon as before.
  */
 static unsigned int nz_conn_late_ms(struct nz_conn *conn, unsigned long now)
 {
-	unsigned long hold = msecs_to_jiffies(NZ_LATE_HOLD_MS);
+	unsigned long keep = msecs_to_jiffies(NZ_LATE_KEEP_MS);
 	unsigned int ms;
 
 	spin_lock_bh(&conn->peer->lock);
-	ms = nz_late_ms(&conn->peer_late, now, hold);
+	ms = nz_late_ms(&conn->peer_late, now, keep);
 	spin_unlock_bh(&conn->peer->lock);
 	return min_t(unsigned int, ms + nz_rail_late_ms(conn->rail, now),
 		     NZ_LATE_MAX_MS);

@@ -293,6 +293,29 @@ int main(void)
 		       "a delay held 1 s as the largest (%u), then gone (%u), then the next (%u); a peer's 65535 taken as %u",
 		       a, b, c, d);
 	}
+	{
+		/*
+		 * A peer's word, read with NZ_LATE_KEEP_MS (heartbeat.c): its
+		 * last report stands until a newer one, 10 s at most; a newer
+		 * one after the 1 s hold replaces it even when smaller.
+		 */
+		const unsigned long hold = NZ_LATE_HOLD_MS, keep = NZ_LATE_KEEP_MS;
+		struct nz_late l = { 0 };
+		unsigned int a, b, c, d, e;
+
+		nz_late_note(&l, 1000, hold, 600);
+		a = nz_late_ms(&l, 4000, keep);
+		b = nz_late_ms(&l, 4000, hold);
+		nz_late_note(&l, 4000, hold, 0);
+		c = nz_late_ms(&l, 4001, keep);
+		nz_late_note(&l, 5000, hold, 700);
+		nz_late_note(&l, 5500, hold, 100);
+		d = nz_late_ms(&l, 14999, keep);
+		e = nz_late_ms(&l, 15001, keep);
+		tap_ok(a == 600 && !b && !c && d == 700 && !e,
+		       "a peer's last report stands 3 s later (%u; %u with the 1 s hold), until an empty one (%u); 700 then 100 within 1 s: 700 for 10 s (%u), then gone (%u)",
+		       a, b, c, d, e);
+	}
 
 	return tap_exit();
 }
