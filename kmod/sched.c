@@ -224,8 +224,8 @@ static bool nz_sched_share_done(const struct nz_peer *p,
 				const struct nz_conn *conn,
 				const struct nz_msg *m, unsigned int mode)
 {
-	u64 wsum = 0, w = 0;
-	u32 i, wi;
+	u64 wsum = 0;
+	u32 i, wi, w = 0;
 
 	for (i = 0; i < p->comm->nrails; i++) {
 		const struct nz_conn *c = &p->conns[i];
@@ -237,9 +237,7 @@ static bool nz_sched_share_done(const struct nz_peer *p,
 		if (c == conn)
 			w = wi;
 	}
-	if (!wsum || !w)
-		return false;
-	return m->slot_bytes[conn->slot] >= div64_u64(m->total * w, wsum);
+	return nz_est_share_done(m->slot_bytes[conn->slot], m->total, w, wsum);
 }
 
 /*

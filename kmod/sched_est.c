@@ -287,3 +287,18 @@ u64 nz_est_tail_need(const struct nz_est_conn *c, u32 n, u32 self, u64 len)
 		return 0;
 	return need - oinfl;
 }
+
+/*
+ * Static modes (sched_mode equal or weights): has a connection of weight
+ * w, of the usable connections' wsum, sent its share of a message of
+ * total bytes?  The shares are rounded up, so that together they cover
+ * every byte (rounded down, the last bytes of 2 chunks + 1 byte on two
+ * rails were nobody's), and an empty message is never a finished share:
+ * its one empty chunk must still go.
+ */
+bool nz_est_share_done(u64 sent, u64 total, u32 w, u64 wsum)
+{
+	if (!total || !w || !wsum)
+		return false;
+	return sent >= div64_u64(total * w + wsum - 1, wsum);
+}

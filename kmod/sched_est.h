@@ -77,5 +77,6 @@ bool nz_est_acked(struct nz_est *e, u64 now, u32 len, bool first,
 void nz_est_sample_reset(struct nz_est *e);
 void nz_est_fault(struct nz_est *e, u64 now);
 u64 nz_est_tail_need(const struct nz_est_conn *c, u32 n, u32 self, u64 len);
+bool nz_est_share_done(u64 sent, u64 total, u32 w, u64 wsum);
 
 #endif /* _NZ_SCHED_EST_H */

@@ -321,6 +321,22 @@ fi
 for ifc in $NZ_IFS; do
 	tc qdisc del dev "$ifc" root 2>/dev/null
 done
+# The static split (sched_mode=equal): messages that are not whole chunks
+# per rail still go out whole.  With the shares rounded down a 0- or 1-byte
+# message was a finished share on both rails before it began, and the
+# last byte of 2 chunks + 1 byte on two rails was nobody's: those sends
+# never went out and timed out (8 guests, 2026-12-07: "send of 0 bytes,
+# not all assigned").  A short operation timeout makes a stuck send fail
+# here in 20 s.
+SMODE=/sys/module/nezha/parameters/sched_mode
+check "sched_mode=equal accepted" sh -c "echo equal > $SMODE"
+port=29540
+for sz in 0 1 131073; do	# the last: 2 chunks of 64 KiB (the default unit) + 1
+	NEZHA_OP_TIMEOUT_MS=20000 check "sched_mode=equal: 4 messages of $sz bytes intact" \
+		burst "equal$sz" $port "$sz" 4
+	port=$((port + 1))
+done
+check "sched_mode back to measured" sh -c "echo measured > $SMODE"
 check "health set misses 4 (the default) again" "$CTL" health set misses 4
 
 # Rail sockets' congestion control (tcp_cc, new connections): what ss shows
