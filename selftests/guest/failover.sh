@@ -190,6 +190,11 @@ fi
 # that: at most 1 suspicion of r0.  With the module before (2026-12-06,
 # one run each): 2 suspicions, and 6 messages of 2 MiB in the 20 s (their
 # chunks waited on r0, in doubt, for the other rail); with it, 0 and 39.
+# That report came only with heartbeats and stood 1 s: a stream paused
+# longer met the queue again with nothing allowed (3 suspicions on the
+# debug kernel, "silent for 748 ms (0 learned, 0 queued)"; 4-8 messages
+# in CI runs, 5 on 2026-12-07).  Kept until a newer one comes (10 s at
+# most): 0 suspicions and 98, then 133 messages (2026-12-07).
 f0=$(rail_stat r0 failovers); b0=$(rail_stat r0 bytes_tx); b1=$(rail_stat r1 bytes_tx)
 iperfpid=
 if [ "$NZ_NODE" = 0 ]; then
