@@ -6,7 +6,8 @@
 
 Prints every vCPU's registers (the monitor's "info registers -a") and the
 first 128 words of each one's stack ("x /128gx RSP" in that vCPU's address
-space), SAMPLES times (3) SECONDS apart (2): one sample cannot tell a vCPU
+space) and its local APIC ("info lapic": the timer's mode, mask and counts,
+the interrupts requested and in service), SAMPLES times (3) SECONDS apart (2): one sample cannot tell a vCPU
 stuck in one place from one that passes through it often (a guest that
 spends its time in timer interrupts looks stuck in each of them).  With a
 System.map of the guest's kernel, booted with nokaslr (the map's
@@ -14,7 +15,9 @@ addresses are then the running ones), each RIP and every stack word that
 points into the kernel's text is named: a rough backtrace, enough to see
 which initcall or lock a boot stopped in.  The last lines, "# ...", are
 those names, and for each vCPU how many of the samples found it at the
-same RIP.
+same RIP, and its local APIC timer in each sample: a vCPU halted with
+interrupts on and its timer masked, stopped (current_count 0 in one-shot
+mode) or its vector stuck in service waits for nothing that will come.
 """
 import bisect
 import re
@@ -45,18 +48,32 @@ def name(syms, keys, addr):
 
 
 def sample(s):
-    """One sample: the registers' text, [(cpu, rsp, rip)], {cpu: stack}."""
+    """One sample: the registers' text, [(cpu, rsp, rip)], {cpu: stack},
+    {cpu: local APIC}."""
     regs = hmp.command(s, "info registers -a")
     cpus = []
     for block in re.split(r"^(?=CPU#\d+)", regs, flags=re.M):
         m = [re.search(p, block) for p in (r"^CPU#(\d+)", r"RSP=([0-9a-f]+)", r"RIP=([0-9a-f]+)")]
         if all(m):
             cpus.append(tuple(x.group(1) for x in m))
-    stacks = {}
+    stacks, lapics = {}, {}
     for cpu, rsp, _ in cpus:
         hmp.command(s, "cpu " + cpu)
         stacks[cpu] = hmp.command(s, "x /128gx 0x" + rsp)
-    return regs, cpus, stacks
+        lapics[cpu] = hmp.command(s, "info lapic")
+    return regs, cpus, stacks, lapics
+
+
+def lapic_summary(text):
+    """The lines of "info lapic" that say whether a timer interrupt can
+    come: the timer's LVT entry, its counts, what is in service and
+    requested."""
+    keep = []
+    for line in text.splitlines():
+        f = line.split(None, 1)
+        if f and f[0] in ("LVTT", "Timer", "ISR", "IRR"):
+            keep.append(" ".join(line.split()))
+    return "; ".join(keep) or "no local APIC state (%s)" % (text.strip()[:60] or "empty reply")
 
 
 def main():
@@ -76,20 +93,23 @@ def main():
     for k in range(n):
         if k:
             time.sleep(interval)
-        regs, cpus, stacks = sample(s)
-        samples.append((cpus, stacks))
+        regs, cpus, stacks, lapics = sample(s)
+        samples.append((cpus, stacks, lapics))
         print("## sample %d of %d, %.1f s after the first" % (k + 1, n, k * interval))
         print(regs)
         for cpu, rsp, _ in cpus:
             print("CPU#%s stack from RSP %s:\n%s" % (cpu, rsp, stacks[cpu]))
+            print("CPU#%s local APIC:\n%s" % (cpu, lapics[cpu]))
     syms = load_map(args[1]) if len(args) == 2 else []
     if len(args) == 2 and not syms:
         print("# %s names no text symbol" % args[1])
     keys = [a for a, _ in syms]
     rips = {}
-    for k, (cpus, stacks) in enumerate(samples):
+    for k, (cpus, stacks, lapics) in enumerate(samples):
         for cpu, _, rip in cpus:
             rips.setdefault(cpu, []).append(rip)
+            print("# vCPU %s local APIC (sample %d of %d): %s" %
+                  (cpu, k + 1, n, lapic_summary(lapics[cpu])))
             if not syms:
                 continue
             print("# vCPU %s at %s (sample %d of %d)" %
