@@ -215,6 +215,20 @@ fi
 MASTER_PORT=$port "$P2P" drill 20 > "$NZ_OUT/queue.log" 2>&1
 rc=$?
 port=$((port + 1))
+# The same queue, and a stream that pauses 1.5 s after each message: an
+# idle path carries no heartbeat, so no report of the peer's queue comes
+# in a pause, and each message meets the queue with only the last report
+# to go by.  The sender splits every message in equal halves
+# (sched_mode=equal), so 1 MiB of each waits on r0 for ACKs 800 ms behind
+# the queue.  A report that stood 1 s (before 2026-12-07) was gone by
+# then: r0 suspected about once per message.  Kept 10 s, it stands.
+if [ "$NZ_NODE" = 0 ]; then
+	pf0=$(rail_stat r0 failovers)
+	echo equal > /sys/module/nezha/parameters/sched_mode
+fi
+NZ_DRILL_PAUSE_MS=1500 MASTER_PORT=$port "$P2P" drill 15 > "$NZ_OUT/queue-paused.log" 2>&1
+prc=$?
+port=$((port + 1))
 [ "$NZ_NODE" = 1 ] && tc -s qdisc show dev rail0 |
 	sed -n 's/^ *\(Sent .*\)/# a congested peer: rail0 tbf \1/p'
 kill -INT "$iperfpid" 2>/dev/null
@@ -236,6 +250,19 @@ if [ "$NZ_NODE" = 0 ]; then
 		ok "a congested peer: $f suspicions of r0 (at most 1), $kb KiB sent on it" ||
 		not_ok "a congested peer: at most 1 suspicion of r0, at least 256 KiB sent on it" \
 			"$f suspicions, $kb KiB"
+fi
+grep "^# rank" "$NZ_OUT/queue-paused.log" | sed 's/^/# a congested peer, paused stream: /'
+[ $prc = 0 ] && ok "a congested peer, paused stream: intact" ||
+	not_ok "a congested peer, paused stream: intact" "rc $prc"
+if [ "$NZ_NODE" = 0 ]; then
+	echo measured > /sys/module/nezha/parameters/sched_mode
+	pf=$(($(rail_stat r0 failovers) - pf0))
+	pn=$(sed -n 's/^# rank 0: \([0-9]*\) messages.*/\1/p' "$NZ_OUT/queue-paused.log")
+	dmesg | grep 'r0: path to rank 1 silent' | tail -n 3 | sed 's/^/# a congested peer, paused stream: /'
+	[ "${pn:-0}" -ge 4 ] && [ "$pf" -le 1 ] &&
+		ok "a congested peer, paused stream: $pf suspicions of r0 in $pn messages (at most 1)" ||
+		not_ok "a congested peer, paused stream: at least 4 messages, at most 1 suspicion of r0" \
+			"$pf suspicions in ${pn:-no} messages"
 fi
 
 FAULT_NODE=0 drill "link down, sender side" 16 \

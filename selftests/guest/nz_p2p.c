@@ -424,11 +424,15 @@ static void test_peer_sysfs(struct nz_comm *c)
  * A negative SECONDS streams nothing: rank 1's receive waits that long
  * for rank 0's empty message.  Each rank prints when its stream ended
  * (end_ms=, since the communicator was up): with a fault scheduled at a
- * known time, how long after it the stream ended.
+ * known time, how long after it the stream ended.  With NZ_DRILL_PAUSE_MS
+ * in its environment rank 0 waits that long after each message: a stream
+ * with pauses, during which an idle path carries nothing at all.
  * Exit status: 0 all intact and the stream ended normally; 1 otherwise.
  */
 static int drill(struct nz_comm *c, int seconds, int nsched, char **sched)
 {
+	const char *pause_env = getenv("NZ_DRILL_PAUSE_MS");
+	long pause_ms = pause_env ? strtol(pause_env, NULL, 10) : 0;
 	size_t len = 2u << 20, got = 0;
 	double t0 = now_s(), last, gap = 0, gap_at = 0, end;
 	uint64_t n = 0, bad = 0;
@@ -466,6 +470,8 @@ static int drill(struct nz_comm *c, int seconds, int nsched, char **sched)
 			ret = nz_send(c, buf, l, peer, 1);
 			if (ret || !l)
 				break;
+			if (pause_ms > 0)
+				usleep(pause_ms * 1000);
 		} else {
 			ret = nz_recv(c, buf, len, peer, 1, &got);
 			if (ret || !got)
