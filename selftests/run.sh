@@ -190,14 +190,16 @@ if [ $quick = 0 ] && [ -e /dev/net/tun ] && command -v qemu-system-x86_64 >/dev/
 	fi
 	# What vm.sh takes of a hung boot, taken here of a live guest by
 	# the host script: 3 samples of every vCPU, each vCPU summed up,
-	# with its local APIC timer in each sample.
+	# with its local APIC timer in each sample, and the kernel's printk
+	# buffer read from its memory (a line the guest wrote there).
 	hl=$OUT/guest-harness/host.log
 	if [ "$(grep -c '^# host: hung_regs: ## sample [123] of 3' "$hl")" = 3 ] &&
 	   grep -q '^# host: hung_regs: # vCPU 0: [1-3] of 3 samples at the same RIP' "$hl" &&
-	   [ "$(grep -c '^# host: hung_regs: # vCPU 0 local APIC (sample [123] of 3): LVTT .*; Timer .*count' "$hl")" = 3 ]; then
-		emit ok "harness/hung_regs.py samples a guest's vCPUs and local APIC timers 3 times through its diagnostics monitor"
+	   [ "$(grep -c '^# host: hung_regs: # vCPU 0 local APIC (sample [123] of 3): LVTT .*; Timer .*count' "$hl")" = 3 ] &&
+	   grep -q '^# host: hung_regs: # log: nz_hang_probe: a line for hung_regs.py to find' "$hl"; then
+		emit ok "harness/hung_regs.py samples a guest's vCPUs and local APIC timers 3 times and reads its printk buffer through its diagnostics monitor"
 	else
-		emit "not ok" "harness/hung_regs.py samples a guest's vCPUs and local APIC timers 3 times through its diagnostics monitor (see $hl)"
+		emit "not ok" "harness/hung_regs.py samples a guest's vCPUs and local APIC timers 3 times and reads its printk buffer through its diagnostics monitor (see $hl)"
 		grep 'hung_regs' "$hl" 2>/dev/null | head -n 5 | sed 's/^/# /'
 	fi
 fi

@@ -18,10 +18,16 @@ those names, and for each vCPU how many of the samples found it at the
 same RIP, and its local APIC timer in each sample: a vCPU halted with
 interrupts on and its timer masked, stopped (current_count 0 in one-shot
 mode) or its vector stuck in service waits for nothing that will come.
+With a map that names the printk buffer (log_buf, log_buf_len: a
+System.map, or a /proc/kallsyms of the running kernel), the buffer is
+saved through the monitor (memsave) and its last messages printed, "# log:
+...": what the kernel logged but the console never showed, if anything.
 """
 import bisect
+import os
 import re
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -37,6 +43,57 @@ def load_map(path):
                 syms.append((int(parts[0], 16), parts[2]))
     syms.sort()
     return syms
+
+
+def load_data(path):
+    """The printk buffer's two variables, {name: address}, from the map."""
+    want, found = ("log_buf", "log_buf_len"), {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3 and parts[2] in want and parts[1] in "dDbB":
+                found[parts[2]] = int(parts[0], 16)
+    return found
+
+
+def read_word(s, fmt, addr):
+    """One word at a kernel address (x /1gx or x /1wx), or None."""
+    m = re.search(r":\s*0x([0-9a-f]+)", hmp.command(s, "x /1%s %#x" % (fmt, addr)))
+    return int(m.group(1), 16) if m else None
+
+
+def printk_tail(s, data, last=30):
+    """The last messages of the guest's printk buffer, as lines to print.
+
+    The buffer's text ring holds each message after an 8-byte id, in the
+    order written; early in a boot it has not wrapped, and its last
+    strings are the newest.  (Wrapped, they are the ones written just
+    before the oldest: said so.)"""
+    if "log_buf" not in data or "log_buf_len" not in data:
+        return ["# printk buffer: log_buf and log_buf_len not in the map"]
+    buf = read_word(s, "gx", data["log_buf"])
+    size = read_word(s, "wx", data["log_buf_len"])
+    if not buf or not size or size > (32 << 20):
+        return ["# printk buffer: unreadable (log_buf %s, log_buf_len %s)" % (buf, size)]
+    d = tempfile.mkdtemp(prefix="hung_regs.")
+    path = os.path.join(d, "log_buf")
+    try:
+        err = hmp.command(s, "memsave %#x %d %s" % (buf, size, path))
+        if not os.path.exists(path):
+            return ["# printk buffer: memsave failed: %s" % err.strip()[:80]]
+        with open(path, "rb") as f:
+            raw = f.read()
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+        os.rmdir(d)
+    texts = [t.decode() for t in re.findall(rb"[\x20-\x7e]{4,}", raw)]
+    wrapped = raw.rstrip(b"\0") == raw
+    out = ["# printk buffer: %d messages in %d bytes%s, the last %d:" %
+           (len(texts), size, " (full: it may have wrapped)" if wrapped else "",
+            min(last, len(texts)))]
+    out += ["# log: " + t for t in texts[-last:]]
+    return out
 
 
 def name(syms, keys, addr):
@@ -123,6 +180,9 @@ def main():
         most = max(r.count(x) for x in r)
         print("# vCPU %s: %d of %d samples at the same RIP (%d distinct)" %
               (cpu, most, len(r), len(set(r))))
+    if len(args) == 2:
+        for line in printk_tail(s, load_data(args[1])):
+            print(line)
     return 0
 
 
