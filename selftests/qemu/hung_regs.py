@@ -78,7 +78,9 @@ def printk_tail(s, data, last=30):
     d = tempfile.mkdtemp(prefix="hung_regs.")
     path = os.path.join(d, "log_buf")
     try:
-        err = hmp.command(s, "memsave %#x %d %s" % (buf, size, path))
+        # Quoted: unquoted, the size's expression reads on into the
+        # path ("262144 /tmp": a division) and fails.
+        err = hmp.command(s, 'memsave %#x %d "%s"' % (buf, size, path))
         if not os.path.exists(path):
             return ["# printk buffer: memsave failed: %s" % err.strip()[:80]]
         with open(path, "rb") as f:
