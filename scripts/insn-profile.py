@@ -10,8 +10,11 @@ For each guest (0 sends, 1 receives) and each measured run: the guest
 instructions executed between the run's two markers, per GiB its rails
 carried (sent on guest 0, received on guest 1), split into user space, the
 kernel and nezha.ko, against iperf3's on the same rails; then the TOP (15)
-symbols of each run.  Every block's instructions go to the symbol that
-holds its first instruction (from the guest's /proc/kallsyms of that run).
+symbols of each run, and for each Nezha run the TOP symbols where it
+spends the most more per GiB than iperf3 on the same rails (and the
+least: where it saves), with what all the others add up to.  Every
+block's instructions go to the symbol that holds its first instruction
+(from the guest's /proc/kallsyms of that run).
 """
 import bisect
 import os
@@ -19,6 +22,8 @@ import sys
 
 USER_TOP = 1 << 47          # x86-64: user addresses are below
 PAIRS = {"nezha1": "iperf1", "nezha1c": "iperf1", "nezha2": "iperf2"}
+COPIES = ("copy_user_generic_string", "_copy_to_iter", "_copy_from_iter",
+          "copy_user_enhanced_fast_string", "__zerocopy_sg_from_iter")
 
 
 def load_syms(path):
@@ -99,7 +104,36 @@ def main():
             for sym, c in sorted(by_sym.items(), key=lambda kv: -kv[1])[:top]:
                 print("#   %10.1fM/GiB %5.1f%%  %s" %
                       (c / gib / 1e6 if gib > 0 else 0, 100.0 * c / max(total, 1), sym))
+        by_name = {r[0]: r for r in rows}
+        for name, _, _, _, gib, by_sym in rows:
+            base = by_name.get(PAIRS.get(name, ""))
+            if not base or gib <= 0 or base[4] <= 0:
+                continue
+            diff = per_symbol_diff(by_sym, gib, base[5], base[4])
+            print("# guest %d, %s against %s: M instructions per GiB more (+) "
+                  "or fewer (-), by symbol; %+.1fM/GiB in all" %
+                  (g, name, base[0], sum(d for _, d in diff)))
+            shown = diff[:top] + [x for x in diff[-(top // 3):] if x[1] < 0 and x not in diff[:top]]
+            for sym, d in shown:
+                print("#   %+10.1f  %s" % (d, sym))
+            rest = sum(d for x, d in diff if (x, d) not in shown)
+            print("#   %+10.1f  the other %d symbols" % (rest, len(diff) - len(shown)))
     return 0 if found else 1
+
+
+def per_symbol_diff(by_sym, gib, base_sym, base_gib):
+    """[(symbol, M instructions per GiB more than the base)], most first.
+    The two copy routines (iperf3 reads into user memory, Nezha into
+    pinned pages through an iterator) count as one: the copy."""
+    def norm(d, g):
+        out = {}
+        for sym, c in d.items():
+            key = "[the copy]" if sym in COPIES else sym
+            out[key] = out.get(key, 0) + c / g / 1e6
+        return out
+    a, b = norm(by_sym, gib), norm(base_sym, base_gib)
+    diff = [(sym, a.get(sym, 0) - b.get(sym, 0)) for sym in set(a) | set(b)]
+    return sorted(diff, key=lambda x: -x[1])
 
 
 if __name__ == "__main__":
