@@ -21,7 +21,16 @@ cd "$(dirname "$0")/.." || exit 2
 rounds=${1:-8}
 paths=$(scripts/debug-kernel.sh) || { echo "no debug kernel (scripts/debug-kernel.sh)" >&2; exit 2; }
 eval "$paths"	# NZ_KERNEL NZ_MODDIR NZ_DEBUG_KDIR
+# The smoke test loads no module, but vm.sh wants one built for the
+# guest's kernel (as check-debug.sh builds it).
+mod=$PWD/build/debug-mod
+if ! scripts/kmod-copy.sh "$mod" ||
+   ! make -s -C "$NZ_DEBUG_KDIR" M="$mod" modules >/dev/null 2>&1; then
+	echo "nezha.ko does not build against the debug kernel" >&2
+	exit 2
+fi
 export NZ_KERNEL NZ_MODDIR NZ_PVH=0 NZ_VM_MEM=${NZ_VM_MEM:-1024}
+export NZ_KO=$mod/nezha.ko NZ_RDMA_KO=$mod/nezha_rdma.ko
 # As check-debug.sh boots it.
 export NZ_GUEST_CMDLINE="${NZ_GUEST_CMDLINE:+$NZ_GUEST_CMDLINE }nokaslr no5lvl loglevel=6 earlyprintk=serial,ttyS0"
 export NZ_BOOT_SILENCE=${NZ_BOOT_SILENCE:-60}
