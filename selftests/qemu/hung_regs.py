@@ -185,6 +185,16 @@ def main():
     if len(args) == 2:
         for line in printk_tail(s, load_data(args[1])):
             print(line)
+    # NZ_HUNG_NMI=1: then inject an NMI.  A kernel booted with
+    # "unknown_nmi_panic panic_print=1" panics on it and, verbose,
+    # writes every task's stack to its console and buffer: where the boot
+    # thread waits.  The guest is lost either way.
+    if os.environ.get("NZ_HUNG_NMI") == "1":
+        print("# NMI injected (NZ_HUNG_NMI=1): %s" % (hmp.command(s, "nmi").strip() or "ok"))
+        time.sleep(15)
+        if len(args) == 2:
+            for line in printk_tail(s, load_data(args[1]), 2000):
+                print(line.replace("# log:", "# after NMI:", 1))
     return 0
 
 
