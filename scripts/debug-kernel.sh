@@ -28,7 +28,8 @@
 #   NZ_KERNEL=.../bzImage NZ_MODDIR=.../lib/modules/<kver> NZ_DEBUG_KDIR=...
 # Everything it makes lives under build/debug-kernel/; `make clean` keeps
 # it (rm -rf build/debug-kernel to rebuild).  Takes ~35-40 minutes on 2
-# cores the first time, then well under a second.
+# cores the first time, then well under a second; a new patch rebuilds
+# what it touches (minutes).
 set -euo pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -160,8 +161,22 @@ DETECT_HUNG_TASK=y
 OPTS
 }
 
+# Fixes to the test kernel itself: scripts/debug-kernel.d/*.patch, each
+# saying what it fixes and where the fix comes from, applied in name order
+# to the unpacked source.  Their contents name the build as the options do.
+patches=()
+for p in "$TOP"/scripts/debug-kernel.d/*.patch; do
+	[ -e "$p" ] && patches+=("$p")
+done
+patch_sums() {
+	local p
+	for p in ${patches[@]+"${patches[@]}"}; do
+		md5sum <"$p" | cut -c1-12
+	done
+}
+
 src=$base/linux
-stamp=$base/.built-$(options | md5sum | cut -c1-12)-$(basename "$tarball")
+stamp=$base/.built-$( (options; patch_sums) | md5sum | cut -c1-12)-$(basename "$tarball")
 if [ -e "$stamp" ]; then
 	kver=$(cat "$src/include/config/kernel.release")
 	echo "NZ_KERNEL=$src/arch/x86/boot/bzImage NZ_MODDIR=$base/stage/lib/modules/$kver NZ_DEBUG_KDIR=$src"
@@ -173,6 +188,13 @@ fi
 log=$base/build.log
 mkdir -p "$base"
 echo "debug-kernel.sh: building the debug kernel (once; log in $log)" >&2
+# The sums of the patches in this tree, one a line.  A patch changed or
+# gone cannot be taken back out of a built tree: unpack it afresh.
+applied=$src/.nz-patches
+if [ -e "$applied" ] && grep -qvxF -f <(patch_sums) "$applied"; then
+	echo "debug-kernel.sh: a patch applied to $src changed or went: unpacking it again" >&2
+	rm -rf "$src"
+fi
 if [ ! -e "$src/Makefile" ]; then
 	rm -rf "$src" "$base/unpack"
 	mkdir -p "$base/unpack"
@@ -180,6 +202,16 @@ if [ ! -e "$src/Makefile" ]; then
 	mv "$base/unpack"/linux-source-* "$src"
 	rmdir "$base/unpack"
 fi
+for p in ${patches[@]+"${patches[@]}"}; do
+	sum=$(md5sum <"$p" | cut -c1-12)
+	! grep -qxF "$sum" "$applied" 2>/dev/null || continue
+	patch -d "$src" -p1 --forward --batch <"$p" >"$base/patch.log" 2>&1 || {
+		echo "debug-kernel.sh: $p does not apply to $src:" >&2
+		cat "$base/patch.log" >&2
+		exit 1
+	}
+	echo "$sum" >>"$applied"
+done
 rm -f "$base"/.built-*
 jobs=$(nproc)
 # build: every step, stopping at the first that fails (errexit is off in a
