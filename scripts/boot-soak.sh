@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Boot the debug lane's kernel over and over, to count and catch its boot
-# hangs (issue 18: boots that stop after "ACPI: setting ELCR";
+# hangs (issue 18: boots that stopped after "ACPI: setting ELCR", the
+# RCU-tasks self-test deadlock that scripts/debug-kernel.d/ patches;
 # Documentation/testing.rst).  Each round boots 2 guests x 1 rail as the
 # lane does (same command line, memory, watchdog) and runs the test bed's
 # smoke test in them; a guest silent for NZ_BOOT_SILENCE (60) seconds
@@ -19,20 +20,17 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 rounds=${1:-8}
-paths=$(scripts/debug-kernel.sh) || { echo "no debug kernel (scripts/debug-kernel.sh)" >&2; exit 2; }
-eval "$paths"	# NZ_KERNEL NZ_MODDIR NZ_DEBUG_KDIR
+TOP=$PWD
+. scripts/debug-lane.sh
+debug_kernel || { echo "no debug kernel (scripts/debug-kernel.sh)" >&2; exit 2; }
 # The smoke test loads no module, but vm.sh wants one built for the
-# guest's kernel (as check-debug.sh builds it).
-mod=$PWD/build/debug-mod
-if ! scripts/kmod-copy.sh "$mod" ||
-   ! make -s -C "$NZ_DEBUG_KDIR" M="$mod" modules >/dev/null 2>&1; then
-	echo "nezha.ko does not build against the debug kernel" >&2
+# guest's kernel.
+debug_module "" || {
+	echo "nezha.ko does not build against the debug kernel:" >&2
+	echo "$debug_module_out" | tail -n 20 >&2
 	exit 2
-fi
-export NZ_KERNEL NZ_MODDIR NZ_PVH=0 NZ_VM_MEM=${NZ_VM_MEM:-1024}
-export NZ_KO=$mod/nezha.ko NZ_RDMA_KO=$mod/nezha_rdma.ko
-# As check-debug.sh boots it.
-export NZ_GUEST_CMDLINE="${NZ_GUEST_CMDLINE:+$NZ_GUEST_CMDLINE }nokaslr no5lvl loglevel=6 earlyprintk=serial,ttyS0"
+}
+debug_guest_env
 export NZ_BOOT_SILENCE=${NZ_BOOT_SILENCE:-60}
 out=${NZ_OUT:-build/boot-soak}
 rm -rf "$out"
