@@ -228,6 +228,7 @@ port=$((port + 1))
 # yet tell the rules apart.
 if [ "$NZ_NODE" = 0 ]; then
 	pf0=$(rail_stat r0 failovers)
+	mode0=$(cat /sys/module/nezha/parameters/sched_mode)
 	echo equal > /sys/module/nezha/parameters/sched_mode
 fi
 NZ_DRILL_PAUSE_MS=1500 MASTER_PORT=$port "$P2P" drill 15 > "$NZ_OUT/queue-paused.log" 2>&1
@@ -259,7 +260,7 @@ grep "^# rank" "$NZ_OUT/queue-paused.log" | sed 's/^/# a congested peer, paused 
 [ $prc = 0 ] && ok "a congested peer, paused stream: intact" ||
 	not_ok "a congested peer, paused stream: intact" "rc $prc"
 if [ "$NZ_NODE" = 0 ]; then
-	echo measured > /sys/module/nezha/parameters/sched_mode
+	echo "$mode0" > /sys/module/nezha/parameters/sched_mode
 	pf=$(($(rail_stat r0 failovers) - pf0))
 	pn=$(sed -n 's/^# rank 0: \([0-9]*\) messages.*/\1/p' "$NZ_OUT/queue-paused.log")
 	dmesg | grep 'r0: path to rank 1 silent' | tail -n 3 | sed 's/^/# a congested peer, paused stream: /'

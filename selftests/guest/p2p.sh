@@ -49,8 +49,7 @@ MASTER_PORT=29600 run_tap leave "$NZ_BIN/guest/nz_p2p" leave 100 1
 # The sender's second rail runs at 40 Mbit/s, so the moved copies are still
 # on their way when the late ACKs come: unshaped, that rail often resent
 # and had them answered first, and no ACK came late at all (1 CI run in 8).
-# The premise is one of timing: the moved copies must still be on their
-# way on the slow rail when the late ACKs come.  On a kernel
+# That premise is one of timing.  On a kernel
 # NZ_TIME_SCALE times slower (make check-debug; suspicion after 320 ms at
 # 20x) it does not hold: with 100 ms windows no suspicion (acks_late 11 ->
 # 11, 2026-12-07), with windows scaled to 500 ms paths were suspected and
