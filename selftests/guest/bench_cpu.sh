@@ -16,8 +16,9 @@
 #   nezha1c  the same, every chunk copied into the socket (tcp_zerocopy_kb=0)
 #   nezha1m  nezha1 with the per-frame MAC on r0 (frame-mac on)
 #   nezha2   nezha1 with rails r0 and r1
-#  then, unless --no-profile, nezha1 and nezha2 again under perf record
-#  (cpu-clock, every CPU, call graphs) on both guests: where the cycles go.
+#  then, unless --no-profile, iperf1, nezha1 and nezha2 again under perf
+#  record (cpu-clock, every CPU, call graphs) on both guests: where the
+#  cycles go, and who asks for the pages zeroed.
 #
 # How a run is measured: each guest samples /proc/stat and its rails'
 # byte counters every 200 ms for the whole run.  The steady part of the
@@ -248,6 +249,14 @@ profile() {
 	grep -v '^#' "$NZ_OUT/$name.perf.txt" | head -n 25 | comment
 	say "... by object:"
 	head -n 8 "$NZ_OUT/$name.perf-dso.txt" | comment
+	# Who asks for the pages zeroed (Debian's kernel zeroes every page it
+	# hands out, init_on_alloc): the call chains into clear_page, heaviest
+	# first -- where the receiver's extra zeroing comes from (issue 22).
+	perf report -i "$data" --stdio --no-children --sort sym \
+		-S clear_page_erms,clear_page_rep,clear_page_orig -g callee,0.05,12 \
+		2>/dev/null | grep -v '^#' | grep -v '^$' >"$NZ_OUT/$name.zeroing.txt"
+	say "... page zeroing, by caller:"
+	head -n 60 "$NZ_OUT/$name.zeroing.txt" | comment
 	rm -f "$data"
 	return $rc
 }
@@ -263,6 +272,8 @@ if [ "$NZ_NODE" = 1 ]; then
 fi
 measure iperf1 run_iperf 1 && share iperf1
 measure iperf2 run_iperf 2 && share iperf2
+# iperf3's own profile, one rail, to hold Nezha's against (section 3).
+[ $PROFILE = 0 ] || SECS=26 profile iperf1 20 run_iperf 1
 for p in "${srv[@]}"; do kill "$p" 2>/dev/null; done
 wait 2>/dev/null
 
