@@ -40,6 +40,8 @@ struct nz_stats {
 	atomic64_t msgs_refused;	/* peers' messages we refused (REFUSE) */
 	atomic64_t sends_refused;	/* our sends a peer refused */
 	atomic64_t chunks_zerocopy;	/* sent from the user's pages (TCP) */
+	atomic64_t msgs_unexpected;	/* arrived before their RECV: kbuf */
+	atomic64_t bytes_unexpected;	/* their lengths */
 	atomic_t zerocopy_held;		/* sends whose pages TCP still holds */
 };
 

@@ -403,6 +403,8 @@ create:
 		m->budget = cost;
 		p->unexpected_bytes += cost;
 		p->unexpected_msgs++;
+		atomic64_inc(&nz_stats.msgs_unexpected);
+		atomic64_add(fd->total, &nz_stats.bytes_unexpected);
 	}
 	m->msg_id = fd->msg_id;
 	m->tag = fd->tag;

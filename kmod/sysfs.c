@@ -48,6 +48,8 @@ NZ_ATTR_ATOMIC64(msgs_withdrawn);
 NZ_ATTR_ATOMIC64(msgs_refused);
 NZ_ATTR_ATOMIC64(sends_refused);
 NZ_ATTR_ATOMIC64(chunks_zerocopy);
+NZ_ATTR_ATOMIC64(msgs_unexpected);
+NZ_ATTR_ATOMIC64(bytes_unexpected);
 NZ_ATTR_ATOMIC(zerocopy_held);
 NZ_ATTR_ATOMIC(open_files);
 NZ_ATTR_ATOMIC(inflight);
@@ -107,6 +109,8 @@ static struct attribute *nz_stats_attrs[] = {
 	&dev_attr_msgs_refused.attr,
 	&dev_attr_sends_refused.attr,
 	&dev_attr_chunks_zerocopy.attr,
+	&dev_attr_msgs_unexpected.attr,
+	&dev_attr_bytes_unexpected.attr,
 	NULL,
 };
 

@@ -51,6 +51,10 @@ const struct nzst_metric nzst_module_stats[] = {
 	  "Sends failed because their receiver refused them." },
 	{ "chunks_zerocopy", NZST_COUNTER, "chunks_zerocopy", 1,
 	  "Chunks TCP rails sent from the user's pages, without a copy." },
+	{ "msgs_unexpected", NZST_COUNTER, "messages_unexpected", 1,
+	  "Messages that arrived before their receive, held in a kernel buffer." },
+	{ "bytes_unexpected", NZST_COUNTER, "unexpected_bytes", 1,
+	  "Bytes of the messages that arrived before their receive." },
 	{ NULL, 0, NULL, 0, NULL },
 };
 

@@ -157,6 +157,9 @@ static void test_inflight(struct nz_comm *c, bool late_recv)
 	struct nz_status st[N];
 	uint8_t *buf[N];
 	unsigned int i, bad = 0;
+	long long um0 = nz_dev_stat("stats/msgs_unexpected");
+	long long ub0 = nz_dev_stat("stats/bytes_unexpected");
+	long long um, ub;
 	int ret;
 
 	for (i = 0; i < N; i++) {
@@ -193,6 +196,13 @@ static void test_inflight(struct nz_comm *c, bool late_recv)
 	}
 	tap_ok(!bad, "%d messages in flight on 6 tags%s, matched in order",
 	       N, late_recv ? ", receives posted 1.5 s late (unexpected)" : "");
+	if (!late_recv || rank != 1)
+		return;
+	/* Those that came before their receive are counted, with their bytes. */
+	um = nz_dev_stat("stats/msgs_unexpected") - um0;
+	ub = nz_dev_stat("stats/bytes_unexpected") - ub0;
+	tap_ok(um0 >= 0 && ub0 >= 0 && um >= 1 && ub >= 1000,
+	       "receiver counted %lld unexpected messages, %lld bytes", um, ub);
 }
 
 static void test_truncate(struct nz_comm *c)
