@@ -59,6 +59,19 @@ if [ $rc -eq 0 ]; then
 else
 	echo "demo: some steps failed:"
 	grep -E '^not ok' "$out/vm.log" | sed 's/^/  /'
+	# The test bed's own known fault: an emulated NIC (virtio-net under
+	# TCG) that stops transmitting for good takes its rail with it, and
+	# with both rails gone no transport can finish the stream.
+	for c in "$out"/guest*.console; do
+		w=$(grep -a -m1 'NETDEV WATCHDOG' "$c" 2>/dev/null | tr -d '\r')
+		[ -n "$w" ] || continue
+		g=${c##*/guest}
+		echo "  note: nz${g%.console}'s emulated NIC stopped transmitting:"
+		echo "    ${w:0:120}"
+		echo "  That is QEMU's virtio-net hanging under load (Documentation/testing.rst,"
+		echo "  \"Flapping a link from inside the guest\"), not Nezha: its rail is gone for"
+		echo "  good, and a step that needs it fails.  make demo again boots fresh NICs."
+	done
 	echo "logs: $out (vm.log, guest*.result, guest*.console)"
 fi
 exit $rc

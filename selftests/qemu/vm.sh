@@ -502,8 +502,9 @@ clock_jumped=
 # nothing: "TimeoutError" in place of its registers (debug lane,
 # 2026-12-07, the first boot hang after ELCR caught in the act).
 #
-# hung_regs G: where a hung guest's vCPUs are (issue 18: boots that stop
-# after "ACPI: setting ELCR"): registers and stacks from the monitor, into
+# hung_regs G: where a hung guest's vCPUs are (issue 18: the debug lane's
+# boot hangs, Documentation/testing.rst; NZ_HUNG_NMI=1 then panics it for
+# every task's stack): registers and stacks from the monitor, into
 # OUTDIR/guestG.hung-regs, named from a System.map beside the kernel (the
 # debug lane's build has one, and boots it with nokaslr: the map holds).
 hung_regs() {
