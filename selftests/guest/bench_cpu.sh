@@ -251,8 +251,20 @@ pa_trig=/sys/kernel/tracing/events/kmem/mm_page_alloc/trigger
 [ -e $pa_trig ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 [ -w $pa_trig ] || pa_trig=
 pa_spec='hist:keys=stacktrace:vals=hitcount:sort=hitcount.descending:size=4096'
-pa_arm() { [ -z "$pa_trig" ] || echo "$pa_spec" >$pa_trig 2>/dev/null; }
-pa_disarm() { [ -z "$pa_trig" ] || cp "${pa_trig%/trigger}/hist" "$NZ_OUT/page-allocs.hist"; [ -z "$pa_trig" ] || echo "!$pa_spec" >$pa_trig 2>/dev/null; }
+pa_rx() {	# bytes received on every interface but lo
+	cat /sys/class/net/*/statistics/rx_bytes 2>/dev/null | awk '{ t += $1 } END { print t + 0 }'
+}
+pa_arm() {
+	[ -n "$pa_trig" ] || return 0
+	echo "$pa_spec" >$pa_trig 2>/dev/null
+	pa_rx0=$(pa_rx)
+}
+pa_disarm() {
+	[ -n "$pa_trig" ] || return 0
+	pa_bytes=$(($(pa_rx) - pa_rx0))
+	cp "${pa_trig%/trigger}/hist" "$NZ_OUT/page-allocs.hist"
+	echo "!$pa_spec" >$pa_trig 2>/dev/null
+}
 # pa_report FILE: the 6 commonest stacks, one line each (hits, then the
 # frames innermost first, offsets dropped), all of them into FILE.
 pa_report() {
@@ -261,7 +273,8 @@ pa_report() {
 	/^ +[^ ]+\+0x/ && n < 14 { f = $1; sub(/\+0x.*/, "", f); st = st (n++ ? " < " : "") f; next }
 	/hitcount:/ { for (i = 1; i <= NF; i++) if ($i == "hitcount:") print $(i + 1) "\t" st }
 	' "$NZ_OUT/page-allocs.hist" >"$1"
-	awk -F '\t' '{ t += $1 } END { printf "%d allocations in all\n", t }' "$1"
+	awk -F '\t' -v b="$pa_bytes" '{ t += $1 } END {
+		printf "%d allocations in all, %d MiB received: %.0f per GiB\n", t, b / 1048576, (b > 0 ? t * 1073741824 / b : 0) }' "$1"
 	head -n 6 "$1"
 }
 
