@@ -252,7 +252,12 @@ pa_trig=/sys/kernel/tracing/events/kmem/mm_page_alloc/trigger
 [ -w $pa_trig ] || pa_trig=
 pa_spec='hist:keys=stacktrace:vals=hitcount:sort=hitcount.descending:size=4096'
 pa_rx() {	# bytes received on every interface but lo
-	cat /sys/class/net/*/statistics/rx_bytes 2>/dev/null | awk '{ t += $1 } END { print t + 0 }'
+	local f t=0
+	for f in /sys/class/net/*/statistics/rx_bytes; do
+		case $f in */lo/*) continue ;; esac
+		t=$((t + $(cat "$f")))
+	done
+	echo $t
 }
 pa_arm() {
 	[ -n "$pa_trig" ] || return 0
