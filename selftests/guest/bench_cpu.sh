@@ -18,7 +18,8 @@
 #   nezha2   nezha1 with rails r0 and r1
 #  then, unless --no-profile, iperf1, nezha1 and nezha2 again under perf
 #  record (cpu-clock, every CPU, call graphs) on both guests: where the
-#  cycles go, and who asks for the pages zeroed.
+#  cycles go; and, counted by a trace histogram meanwhile, which kernel
+#  call stacks allocate the pages (each one zeroed).
 #
 # How a run is measured: each guest samples /proc/stat and its rails'
 # byte counters every 200 ms for the whole run.  The steady part of the
@@ -210,20 +211,21 @@ run_iperf() {	# run_iperf RAILS: node 0 sends one stream per rail for SECS
 }
 
 run_nezha() {	# run_nezha NAME [ITERS]: nezha-bench p2p between the guests
-	local st=/sys/class/nezha/nezha/stats um ub rx=0 r rc
+	local st=/sys/class/nezha/nezha/stats um ub tx rx rx0 rc
 	um=$(cat $st/msgs_unexpected 2>/dev/null || echo 0)
 	ub=$(cat $st/bytes_unexpected 2>/dev/null || echo 0)
-	for r in /sys/class/nezha/rail-*/stats/bytes_rx; do [ -e "$r" ] && rx=$((rx - $(cat "$r"))); done
+	rails_bytes
+	rx0=$rx
 	nezha_bench "$NZ_OUT/$1.txt" $((STEP_TMO - 30)) -b "$SIZE" -e "$SIZE" \
 		-n "${2:-$ITERS}" -w 2 -m bw
 	rc=$?
 	# The receiver's messages that came before their receive was posted:
 	# each costs a kernel buffer of its size and a second copy (issue 22).
 	if [ "$NZ_NODE" = 1 ]; then
-		for r in /sys/class/nezha/rail-*/stats/bytes_rx; do [ -e "$r" ] && rx=$((rx + $(cat "$r"))); done
+		rails_bytes
 		um=$(($(cat $st/msgs_unexpected 2>/dev/null || echo 0) - um))
 		ub=$(($(cat $st/bytes_unexpected 2>/dev/null || echo 0) - ub))
-		say "$1: $um messages came before their receive, $((ub >> 20)) MiB of $((rx >> 20)) MiB received"
+		say "$1: $um messages came before their receive, $((ub >> 20)) MiB of $(((rx - rx0) >> 20)) MiB received on the rails"
 	fi
 	return $rc
 }
@@ -251,22 +253,18 @@ pa_trig=/sys/kernel/tracing/events/kmem/mm_page_alloc/trigger
 [ -e $pa_trig ] || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 [ -w $pa_trig ] || pa_trig=
 pa_spec='hist:keys=stacktrace:vals=hitcount:sort=hitcount.descending:size=4096'
-pa_rx() {	# bytes received on every interface but lo
-	local f t=0
-	for f in /sys/class/net/*/statistics/rx_bytes; do
-		case $f in */lo/*) continue ;; esac
-		t=$((t + $(cat "$f")))
-	done
-	echo $t
-}
 pa_arm() {
+	local tx rx
 	[ -n "$pa_trig" ] || return 0
 	echo "$pa_spec" >$pa_trig 2>/dev/null
-	pa_rx0=$(pa_rx)
+	rails_bytes
+	pa_rx0=$rx
 }
 pa_disarm() {
+	local tx rx
 	[ -n "$pa_trig" ] || return 0
-	pa_bytes=$(($(pa_rx) - pa_rx0))
+	rails_bytes
+	pa_bytes=$((rx - pa_rx0))
 	cp "${pa_trig%/trigger}/hist" "$NZ_OUT/page-allocs.hist"
 	echo "!$pa_spec" >$pa_trig 2>/dev/null
 }
