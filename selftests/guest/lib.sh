@@ -29,8 +29,12 @@ check_fails() {	# check_fails NAME CMD...: pass iff CMD fails
 	local name=$1; shift
 	if "$@" >/dev/null 2>&1; then not_ok "$name" "succeeded but should fail"; else ok "$name"; fi
 }
-run_tap() {	# run_tap NAME CMD...: relay a TAP program's lines, check its exit
-	local name=$1 line rc; shift
+# run_tap NAME CMD...: relay a TAP program's lines, check its exit.  A
+# failed exit names the program's last words (a Python exception's last
+# line, say) in the test's name, where a CI summary that lists only the
+# failing names still shows them.
+run_tap() {
+	local name=$1 line rc last=; shift
 	while IFS= read -r line; do
 		case "$line" in
 		"ok "*|"not ok "*)
@@ -39,10 +43,15 @@ run_tap() {	# run_tap NAME CMD...: relay a TAP program's lines, check its exit
 			echo "$line" | sed -E "s/^(not )?ok [0-9]+ (- )?/\1ok $_tap_n - $name: /";;
 		1..*) ;;
 		__rc=*) rc=${line#__rc=};;
-		*) echo "# $line";;
+		*) echo "# $line"
+		   case "$line" in *[![:space:]]*) last=$line;; esac;;
 		esac
 	done < <("$@" 2>&1; echo "__rc=$?")  # the last line carries the status
-	if [ "${rc:-1}" = 0 ]; then ok "$name: exit status 0"; else not_ok "$name: exit status ${rc:-?}"; fi
+	if [ "${rc:-1}" = 0 ]; then
+		ok "$name: exit status 0"
+	else
+		not_ok "$name: exit status ${rc:-?}${last:+ (last words: ${last:0:160})}"
+	fi
 }
 tap_done() {
 	echo "1..$_tap_n"

@@ -720,7 +720,16 @@ for ((g = 0; g < nodes; g++)); do
 		tap_fail "g$g: guest set-up failed: $setup"
 		gfail=1
 	elif [ -z "$code" ]; then
-		tap_fail "g$g: no exit status (panic, hang or timeout)"
+		# Which of them, and where the script was, in the name: a CI
+		# summary that lists only failing names then says it.
+		why="panic, hang or timeout"
+		if grep -aq 'Kernel panic' "$con"; then
+			why="kernel panic"
+		elif [ -n "${timed_out[g]:-}" ]; then
+			why="killed after the ${timeout}s timeout"
+		fi
+		last=$(tr -d '\r' <"$res" | grep -av '^NZ-' | grep -a . | tail -n 1 | cut -c1-160) || :
+		tap_fail "g$g: no exit status ($why)${last:+; its last line: $last}"
 		gfail=1
 	elif [ "$code" -eq 0 ]; then
 		tap_ok "g$g: exited 0"
