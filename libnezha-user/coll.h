@@ -127,6 +127,14 @@ struct nzi_coll_xport {
 	 * waiting to be tested.  Other negative errnos: the transport failed.
 	 */
 	int (*wait_any)(void *ctx, int timeout_ms);
+	/*
+	 * Optional.  Ask that handle, a receive whose message has not started
+	 * to arrive, complete soon with -ECANCELED (reported through test or
+	 * wait as usual; its message is refused if it comes later).  0, or a
+	 * negative errno: -EBUSY (its message is already arriving, or it is
+	 * over), -EINVAL (the transport cannot cancel).
+	 */
+	int (*cancel)(void *ctx, void *handle);
 };
 
 /*
@@ -227,6 +235,7 @@ struct nzi_sched {
 	int err;		/* first error, 0 */
 	char errmsg[256];
 	int64_t last_progress;	/* ms */
+	int64_t abort_ms;	/* when abort mode began, then last cancel */
 };
 
 int nzi_sched_init(struct nzi_sched *s, struct nz_comm *comm,
@@ -277,6 +286,19 @@ __attribute__((format(printf, 3, 4)))
 void nzi_sched_fail(struct nzi_sched *s, int err, const char *fmt, ...);
 /* The handle to block on, or NULL when nothing is in flight. */
 void *nzi_sched_critical(struct nzi_sched *s, uint32_t *op);
+/*
+ * Abort mode: cancel the receives in flight that no message has started
+ * to fill (their peers may never send now).  Returns how many the
+ * transport took; restarts the grace period of nzi_sched_abort_due().
+ */
+uint32_t nzi_sched_cancel_recvs(struct nzi_sched *s);
+/*
+ * Abort mode: ms until the receives still in flight are to be cancelled
+ * (0: now), counted from the last progress, the start of abort mode or
+ * the last cancel, whichever is latest; -1: not aborting, no receive in
+ * flight, or the transport cannot cancel.
+ */
+int64_t nzi_sched_abort_due(const struct nzi_sched *s, int64_t now, int grace_ms);
 /* Abort mode: forget the abort frames that could not be started. */
 void nzi_sched_drop_unsent(struct nzi_sched *s);
 /* Record the completion of op (after a blocking wait reported it). */

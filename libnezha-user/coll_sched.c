@@ -395,6 +395,7 @@ static void nzi_enter_abort(struct nzi_sched *s)
 	struct nzi_hdr h = s->hdr;
 
 	s->aborting = true;
+	s->abort_ms = nzi_now_ms();
 	h.flags |= NZI_HDR_ABORT;
 	h.err = s->err ? s->err : -ECANCELED;
 	nzi_hdr_encode(s->abortwire, &h);
@@ -789,6 +790,31 @@ void nzi_sched_complete(struct nzi_sched *s, uint32_t op, int64_t res)
 			return;
 		}
 	}
+}
+
+uint32_t nzi_sched_cancel_recvs(struct nzi_sched *s)
+{
+	uint32_t n = 0;
+
+	s->abort_ms = nzi_now_ms();
+	if (!s->aborting || !s->xp->cancel)
+		return 0;
+	for (uint32_t k = 0; k < s->nflight; k++) {
+		const struct nzi_op *o = &s->ops[s->flight[k]];
+
+		if (o->kind == NZI_OP_RECV && !s->xp->cancel(s->xctx, o->handle))
+			n++;
+	}
+	return n;
+}
+
+int64_t nzi_sched_abort_due(const struct nzi_sched *s, int64_t now, int grace_ms)
+{
+	int64_t since = s->last_progress > s->abort_ms ? s->last_progress : s->abort_ms;
+
+	if (!s->aborting || !s->flight_recv || !s->xp->cancel || grace_ms <= 0)
+		return -1;
+	return since + grace_ms > now ? since + grace_ms - now : 0;
 }
 
 /* Abort mode, and the abort frames cannot even be started: give up on them. */

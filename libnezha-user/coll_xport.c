@@ -66,10 +66,26 @@ static int nzi_x_wait_any(void *ctx, int timeout_ms)
 	return nzi_comm_wait_any(ctx, timeout_ms);
 }
 
+/* NZ_CMD_CANCEL fails every waiting receive of (peer, tag): a collective's
+ * tags carry its sequence number, so only this transfer has them. */
+static int nzi_x_cancel(void *ctx, void *handle)
+{
+	struct nz_request *req = handle;
+	int n;
+
+	if (req->op != NZ_CMD_RECV || req->state != NZI_REQ_INFLIGHT)
+		return -EBUSY;
+	n = nz_cancel_recvs(ctx, req->peer, req->tag);
+	if (n < 0)
+		return n;
+	return n ? 0 : -EBUSY;
+}
+
 const struct nzi_coll_xport nzi_coll_xport_p2p = {
 	.isend = nzi_x_isend,
 	.irecv = nzi_x_irecv,
 	.test = nzi_x_test,
 	.wait = nzi_x_wait,
 	.wait_any = nzi_x_wait_any,
+	.cancel = nzi_x_cancel,
 };

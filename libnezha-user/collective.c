@@ -745,6 +745,20 @@ int nz_coll_wait(struct nz_coll_request *req)
 	return nzi_finish(req);
 }
 
+/*
+ * How long an aborting collective waits for its receives before it
+ * cancels them: the wait timeout, at most NZI_ABORT_GRACE_MS -- also
+ * without a wait timeout, as a collective that fails returns an error
+ * anyway, and a rank that waits for a peer that never sends would stay
+ * in it for good.
+ */
+#define NZI_ABORT_GRACE_MS	10000
+
+static int nzi_abort_grace(int stall)
+{
+	return stall > 0 && stall < NZI_ABORT_GRACE_MS ? stall : NZI_ABORT_GRACE_MS;
+}
+
 void nzi_coll_settle(struct nz_coll_request *req)
 {
 	struct nzi_coll *c = req->owner;
@@ -754,7 +768,7 @@ void nzi_coll_settle(struct nz_coll_request *req)
 		struct nzi_sched *w, *fw;
 		int tmo = -1, stall = comm->wait_timeout_ms, ret;
 		bool at_node;
-		int64_t now, res = 0;
+		int64_t now, due, res = 0;
 		uint32_t op;
 		void *h;
 
@@ -769,6 +783,16 @@ void nzi_coll_settle(struct nz_coll_request *req)
 		if (stall > 0 && !at_node && !w->aborting && now - w->last_progress >= stall) {
 			nzi_sched_fail(w, -ETIMEDOUT, "no progress for %d ms (the communicator's wait timeout): a rank is missing or slow",
 				       stall);
+			continue;
+		}
+		/*
+		 * Aborting, with receives in flight that nothing completes:
+		 * their peers may never send now (they failed, or wait for us).
+		 * Without this an aborted collective would wait for ever.
+		 */
+		due = nzi_sched_abort_due(w, now, nzi_abort_grace(stall));
+		if (!due) {
+			nzi_sched_cancel_recvs(w);
 			continue;
 		}
 		for (struct nz_coll_request *r = c->head; r && !fw; r = r->next)
@@ -786,6 +810,8 @@ void nzi_coll_settle(struct nz_coll_request *req)
 		}
 		if (stall > 0 && !w->aborting)
 			tmo = (int)(w->last_progress + stall - now);
+		else if (due > 0)
+			tmo = (int)due;
 		if (at_node && (tmo < 0 || tmo > 10))
 			tmo = 10;	/* look at the share again soon */
 		ret = fw->xp->wait_any(fw->xctx, tmo);

@@ -64,6 +64,7 @@ struct tcase {
 	int dt_of[MAXR], op_of[MAXR], root_of[MAXR], algo_of[MAXR];	/* -1: same */
 	int leave;		/* rank that leaves before the collective, -1 */
 	int absent;		/* rank that never calls it, -1 */
+	int absent_ms;		/* how long it stays silent; 0: timeout_ms + 500 */
 	int leave_during;	/* rank that leaves right after starting it, -1 */
 };
 
@@ -76,6 +77,7 @@ struct rank_run {
 	int rank;
 	int ret;		/* the collective's */
 	long wrong;		/* elements that differ from the reference */
+	int64_t ms;		/* in the collective */
 	char why[320];
 };
 
@@ -269,7 +271,8 @@ static void *rank_main(void *arg)
 	}
 	if (r == tc->leave || r == tc->absent) {
 		if (r == tc->absent)	/* alive but silent */
-			usleep(1000 * (useconds_t)(tc->timeout_ms + 500));
+			usleep(1000 * (useconds_t)(tc->absent_ms ? tc->absent_ms :
+						   tc->timeout_ms + 500));
 		rr->ret = 0;
 		goto out;
 	}
@@ -279,7 +282,9 @@ static void *rank_main(void *arg)
 		rr->ret = icall_coll(c, tc->coll, b.snd, b.rcv, count, dt, op, root, &req);
 		goto out;	/* destroy with it in flight, then leave */
 	}
+	rr->ms = now_ms();
 	rr->ret = call_coll(c, tc->coll, b.snd, b.rcv, count, dt, op, root);
+	rr->ms = now_ms() - rr->ms;
 	if (rr->ret)
 		snprintf(rr->why, sizeof(rr->why), "rank %d: %s", r, nz_last_error());
 	else
@@ -298,7 +303,9 @@ struct outcome {
 	long wrong;
 	char why[320];
 	int64_t ms;
+	int64_t call_ms;	/* the longest time a rank spent in it */
 	unsigned long msgs;	/* sent by all ranks */
+	unsigned long cancelled;	/* receives the engine cancelled */
 };
 
 /* Every rank has the same arguments: the results can be checked. */
@@ -362,6 +369,8 @@ static void run_case(const struct tcase *tc, struct outcome *o)
 			pthread_join(th[r], NULL);
 		o->ret[r] = rr[r].ret;
 		o->wrong += rr[r].wrong;
+		if (rr[r].ms > o->call_ms)
+			o->call_ms = rr[r].ms;
 		if (!o->why[0] && (rr[r].ret || rr[r].wrong)) {
 			if (rr[r].wrong)
 				snprintf(o->why, sizeof(o->why), "rank %d: %ld wrong elements", r,
@@ -371,6 +380,7 @@ static void run_case(const struct tcase *tc, struct outcome *o)
 		}
 	}
 	o->msgs = w.msgs;
+	o->cancelled = w.cancelled;
 	tw_destroy(&w);
 	o->ms = now_ms() - t0;
 	goto out;
@@ -1000,6 +1010,25 @@ static void test_leave(void)
 		tap_ok(count_fail(&tc, &o, 0, 3) == 3 && count_fail(&tc, &o, -ETIMEDOUT, 3) >= 1,
 		       "allreduce, rank 3 never calls it, wait timeout 200 ms: the others fail (%d with ETIMEDOUT) in %lld ms (%s)",
 		       count_fail(&tc, &o, -ETIMEDOUT, 3), (long long)o.ms, o.why);
+		/*
+		 * The same, but the others' receives do not time out by
+		 * themselves (the module's receives have no timeout) and rank
+		 * 3 stays silent for 6 s: an aborting rank must not wait for a
+		 * message that will never come (it did: until the transfer
+		 * timeout, 20 s here -- for ever on the module).
+		 */
+		case_init(&tc, NZ_COLL_ALLREDUCE, NZ_ALGO_RD, 4);
+		tc.count = 10;
+		tc.absent = 3;
+		tc.absent_ms = 6000;
+		tc.timeout_ms = 20000;
+		tc.wait_timeout_ms = 200;
+		run_case(&tc, &o);
+		tap_ok(count_fail(&tc, &o, 0, 3) == 3 && count_fail(&tc, &o, -ETIMEDOUT, 3) >= 1 &&
+		       o.call_ms < 3000 && o.cancelled >= 1,
+		       "allreduce, rank 3 silent for 6 s, receives without timeout, wait timeout 200 ms: the others fail within %lld ms (< 3000), %lu receives cancelled (%d with ETIMEDOUT; %s)",
+		       (long long)o.call_ms, o.cancelled, count_fail(&tc, &o, -ETIMEDOUT, 3),
+		       o.why);
 	}
 }
 

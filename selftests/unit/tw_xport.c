@@ -262,9 +262,29 @@ static int tw_wait_any(void *ctx, int timeout_ms)
 	return ret;
 }
 
+/* As NZ_CMD_CANCEL: a receive still waiting for its message fails. */
+static int tw_cancel(void *ctx, void *handle)
+{
+	struct tw_world *w = ((struct tw_ctx *)ctx)->w;
+	struct tw_hdl *h = handle;
+	int ret = -EBUSY;
+
+	pthread_mutex_lock(&w->mu);
+	if (h->recv && !h->done) {
+		tw_unpost(w, h);
+		h->done = 1;
+		h->res = -ECANCELED;
+		w->cancelled++;
+		pthread_cond_broadcast(&w->cv);
+		ret = 0;
+	}
+	pthread_mutex_unlock(&w->mu);
+	return ret;
+}
+
 const struct nzi_coll_xport tw_xport = {
 	.isend = tw_isend, .irecv = tw_irecv, .test = tw_test, .wait = tw_wait,
-	.wait_any = tw_wait_any,
+	.wait_any = tw_wait_any, .cancel = tw_cancel,
 };
 
 void tw_init(struct tw_world *w, int n, int timeout_ms)

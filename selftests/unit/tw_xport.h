@@ -4,7 +4,8 @@
  * seam of coll.h) that behaves like the module's point to point: eager
  * sends, receives matched in order per (peer, tag), -EMSGSIZE for a
  * message longer than the buffer, -ECONNRESET once a peer has left,
- * -ETIMEDOUT after the transfer timeout.  Completions are reported out of
+ * -ETIMEDOUT after the transfer timeout, -ECANCELED for a receive the
+ * engine cancels.  Completions are reported out of
  * order on purpose (NZ_TEST_NOJITTER=1: in order).  Ranks are threads.
  */
 #ifndef NZ_TEST_TW_XPORT_H
@@ -45,6 +46,7 @@ struct tw_world {
 	struct tw_hdl *posted[MAXR];	/* by owner, in posting order */
 	struct tw_hdl *all[MAXR];
 	unsigned long msgs;
+	unsigned long cancelled;	/* receives cancelled (tw_xport.cancel) */
 };
 
 struct tw_ctx {
