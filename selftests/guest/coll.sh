@@ -5,7 +5,7 @@
 # /dev/nezha communicator.  Every collective, counts 0, 1, odd and prime,
 # in place and out of place, checked element by element; allreduce of
 # 64 MiB; two non-blocking allreduces at once; arguments that differ
-# between ranks; a rank that leaves; allreduces split with an aggregation
+# between ranks; a rank that leaves; a rank that comes too late; allreduces split with an aggregation
 # node, and the node stopped under them.
 #
 #   guest 0: ranks 0, 2 == rail0 bridge == guest 1: ranks 1, 3
@@ -35,6 +35,11 @@ coll_job coll2 29600 2 suite "$BIG"
 coll_job coll3 29601 3 suite "$BIG"
 coll_job coll4 29602 4 suite "$BIG"
 coll_job leave3 29603 3 exit
+# A rank 12 s late (a debug kernel: 12 s x its slowness): the others'
+# wait timeout (2 s) ends their allreduce, which must then not wait for
+# receives no peer will fill (it did: until the late rank came, or for
+# good when it never does).
+coll_job late2 29610 2 late $((12 * TS))
 
 # The aggregation node (Documentation/aggregation.rst, "The split"):
 # nezha-aggd on guest 1's rail1 address, holding the run's job key; two

@@ -15,6 +15,13 @@
  *   nz_coll exit          the last rank leaves after a barrier; the others
  *                         must get an error from their next collectives,
  *                         well before the transfer timeout
+ *   nz_coll late [S]      the last rank comes S seconds (default 12) late
+ *                         to an allreduce the others wait for with a wait
+ *                         timeout of S/6: they must fail with ETIMEDOUT
+ *                         within S/6 + S/6 + 3 s (an aborting rank cancels
+ *                         the receives no peer will fill), the late rank
+ *                         must fail at once, and the next allreduce works
+ *                         on every rank
  *   nz_coll probes [S]    the cost of watching paths (Documentation/
  *                         health.rst): probe and echo frames this node
  *                         queued a second (stats/hb_frames of every rail)
@@ -363,6 +370,63 @@ static int leave(struct nz_comm *c)
 	return 0;
 }
 
+/*
+ * A rank that never comes (in time): the others' allreduce fails at their
+ * wait timeout, and then must not wait for ever for receives its peers
+ * will never fill (before libnezha cancelled them, it did: an aborting
+ * collective waited without a timeout for what it had in flight).
+ */
+static void late(struct nz_comm *c, double secs)
+{
+	size_t count = 1 << 16;
+	float *buf = calloc(count, 4);
+	int wait_ms = (int)(secs * 1000 / 6);
+	double t, el;
+	int ret;
+
+	if (!buf) {
+		tap_ok(0, "late: out of memory");
+		return;
+	}
+	ret = nz_barrier(c);
+	tap_ok(!ret, "late: barrier with all %d ranks (%s)", size, ret ? nz_last_error() : "ok");
+	for (size_t i = 0; i < count; i++)
+		buf[i] = (float)(rank + 1);
+	t = now_s();
+	if (rank == size - 1) {
+		usleep((useconds_t)(secs * 1e6));
+		t = now_s();
+		ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
+		el = now_s() - t;
+		tap_ok(ret != 0 && el < 5, "late: rank %d, %.0f s late: %s in %.2f s (%s)",
+		       rank, secs, ret ? strerror(-ret) : "no error", el,
+		       ret ? nz_last_error() : "it succeeded");
+	} else {
+		nz_comm_set_wait_timeout(c, wait_ms);
+		ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
+		el = now_s() - t;
+		nz_comm_set_wait_timeout(c, 0);
+		tap_ok(ret == -ETIMEDOUT && el < 2.0 * wait_ms / 1000 + 3,
+		       "late: rank %d, wait timeout %d ms, rank %d not there: %s in %.2f s, limit %.2f s (%s)",
+		       rank, wait_ms, size - 1, ret ? strerror(-ret) : "no error", el,
+		       2.0 * wait_ms / 1000 + 3, ret ? nz_last_error() : "it succeeded");
+	}
+	for (size_t i = 0; i < count; i++)
+		buf[i] = (float)(rank + 1);
+	t = now_s();
+	ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
+	el = now_s() - t;
+	{
+		size_t wrong = 0;
+
+		for (size_t i = 0; !ret && i < count; i++)
+			wrong += buf[i] != (float)(size * (size + 1) / 2);
+		tap_ok(!ret && !wrong, "late: the next allreduce on rank %d: %s, %zu elements wrong, %.2f s",
+		       rank, ret ? nz_last_error() : "ok", wrong, el);
+	}
+	free(buf);
+}
+
 /* Probes and echoes this node queued so far, over every rail; -1 unknown. */
 static long long hb_frames(void)
 {
@@ -692,6 +756,8 @@ int main(int argc, char **argv)
 	tap_diag("rank %d of %d, %d rails", rank, size, nz_comm_nrails(c));
 	if (!strcmp(mode, "exit"))
 		leave(c);
+	else if (!strcmp(mode, "late"))
+		late(c, argc > 2 ? atof(argv[2]) : 12);
 	else if (!strcmp(mode, "probes"))
 		probes(c, argc > 2 ? atof(argv[2]) : 3);
 	else if (!strcmp(mode, "loop") && argc > 3)
