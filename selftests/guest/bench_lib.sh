@@ -219,14 +219,11 @@ nezha_bench() {	# NZ_BENCH_MODE: nezha-bench's mode (p2p)
 	return $rc
 }
 
-# klog_mark: where the kernel's log ends now; klog_since MARK: what the
-# kernel logged after it (at most 20 lines), as comments.  After a failure.
-klog_mark() {
-	dmesg | wc -l
-}
+# klog_since MARK: what the kernel logged after klog_mark (lib.sh) gave
+# MARK (at most 20 lines), as comments.  After a failure.
 klog_since() {
 	local log n
-	log=$(dmesg | tail -n +"$(($1 + 1))")
+	log=$(klog_between "$1")
 	n=$(printf '%s' "$log" | grep -c '')
 	if [ "$n" = 0 ]; then
 		say "the kernel logged nothing during this step"

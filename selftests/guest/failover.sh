@@ -196,7 +196,7 @@ fi
 # in CI runs, 5 on 2026-12-07).  Kept until a newer one comes (10 s at
 # most): 0 suspicions and 98, then 133 messages (2026-12-07).
 f0=$(rail_stat r0 failovers); b0=$(rail_stat r0 bytes_tx); b1=$(rail_stat r1 bytes_tx)
-d0=$(dmesg | wc -l)
+d0=$(klog_mark)
 iperfpid=
 if [ "$NZ_NODE" = 0 ]; then
 	iperf3 -s -B 10.77.0.1 -p 5301 >/dev/null 2>&1 &
@@ -227,7 +227,7 @@ port=$((port + 1))
 # (CI, 2026-12-07; a floor of 4 failed there).  With the 1 s rule, one
 # run: 1 suspicion in 2 messages -- within the bound: the check does not
 # yet tell the rules apart.
-d1=$(dmesg | wc -l)
+d1=$(klog_mark)
 if [ "$NZ_NODE" = 0 ]; then
 	pf0=$(rail_stat r0 failovers)
 	mode0=$(cat /sys/module/nezha/parameters/sched_mode)
@@ -249,7 +249,7 @@ if [ "$NZ_NODE" = 0 ]; then
 	s0=$(($(rail_stat r0 bytes_tx) - b0)); s1=$(($(rail_stat r1 bytes_tx) - b1)); kb=$((s0 >> 10))
 	# Every word of r0 in the stream's time, not only suspicions: a
 	# failover is counted for a connection's error too.
-	dmesg | sed -n "$((d0 + 1)),${d1}p" | grep 'rail r0' | sed 's/^/# a congested peer: /'
+	klog_between "$d0" "$d1" | grep 'rail r0' | sed 's/^/# a congested peer: /'
 	echo "# a congested peer: r0 carried $((100 * s0 / (s0 + s1 + 1))) % of what was sent ($s0 and $s1 bytes)"
 	# r0 must have carried part of the stream (4 chunks at least), or
 	# there was nothing to suspect.  How much varies: 1 to 12 MiB in runs
@@ -267,7 +267,7 @@ if [ "$NZ_NODE" = 0 ]; then
 	echo "$mode0" > /sys/module/nezha/parameters/sched_mode
 	pf=$(($(rail_stat r0 failovers) - pf0))
 	pn=$(sed -n 's/^# rank 0: \([0-9]*\) messages.*/\1/p' "$NZ_OUT/queue-paused.log")
-	dmesg | tail -n +$((d1 + 1)) | grep 'rail r0' | sed 's/^/# a congested peer, paused stream: /'
+	klog_between "$d1" | grep 'rail r0' | sed 's/^/# a congested peer, paused stream: /'
 	[ "${pn:-0}" -ge 1 ] && [ "$pf" -le 1 ] &&
 		ok "a congested peer, paused stream: $pf suspicions of r0 in $pn messages (at most 1)" ||
 		not_ok "a congested peer, paused stream: a message sent, at most 1 suspicion of r0" \

@@ -145,6 +145,18 @@ nz_unload() {
 	fi
 	rmmod nezha
 }
+klog_mark() {	# klog_mark: the kernel log's length now, in lines
+	dmesg | wc -l
+}
+
+klog_between() {	# klog_between FROM [TO]: the kernel log's lines after mark FROM (up to mark TO)
+	if [ -n "${2:-}" ]; then
+		dmesg | sed -n "$(($1 + 1)),${2}p"
+	else
+		dmesg | tail -n +"$(($1 + 1))"
+	fi
+}
+
 rail_file() {	# rail_file RAIL FILE: a file under the rail's sysfs directory
 	cat "/sys/class/nezha/rail-$1/$2" 2>/dev/null
 }

@@ -788,7 +788,7 @@ check "its sysfs directory is gone" test ! -e "$SYS/rail-ag"
 mon=$!
 sleep 0.3
 "$CTL" rail set r0 down
-logged=$(dmesg | wc -l)
+logged=$(klog_mark)
 check "rmmod with $nrails rails configured" nz_unload
 for _ in $(seq 25); do kill -0 $mon 2>/dev/null || break; sleep 0.2; done
 kill $mon 2>/dev/null
