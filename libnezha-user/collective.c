@@ -523,6 +523,42 @@ static void nzi_settle(struct nz_coll_request *req)
 	nzi_widen_finish(req);
 }
 
+/*
+ * How long an aborting collective waits for its receives before it
+ * cancels them: the wait timeout, at most NZI_ABORT_GRACE_MS -- also
+ * without a wait timeout, as a collective that fails returns an error
+ * anyway, and a rank that waits for a peer that never sends would stay
+ * in it for good.
+ */
+#define NZI_ABORT_GRACE_MS	10000
+
+static int nzi_abort_grace(int stall)
+{
+	return stall > 0 && stall < NZI_ABORT_GRACE_MS ? stall : NZI_ABORT_GRACE_MS;
+}
+
+/*
+ * Aborting, with receives in flight that nothing completes: their peers
+ * may never send now (they failed, or wait for us).  Without this an
+ * aborted collective would wait for ever -- in a blocking call as in
+ * nz_coll_test() -- so every progress pass looks.  Returns the ms until
+ * the next look is due (-1: none).
+ */
+static int64_t nzi_abort_cancel(struct nz_coll_request *r)
+{
+	struct nzi_sched *w = nzi_agg_sched(r);
+	int grace = nzi_abort_grace(w->comm->wait_timeout_ms);
+	int64_t due;
+
+	if (!w->aborting)
+		return -1;
+	due = nzi_sched_abort_due(w, nzi_now_ms(), grace);
+	if (due)
+		return due;
+	nzi_sched_cancel_recvs(w);
+	return grace;
+}
+
 static void nzi_progress_all(struct nzi_coll *c)
 {
 	struct nz_coll_request *r = c->head, *next;
@@ -535,6 +571,8 @@ static void nzi_progress_all(struct nzi_coll *c)
 			continue;
 		}
 		nzi_sched_progress(&r->s);
+		if (!r->detached)
+			nzi_abort_cancel(r);
 		nzi_settle(r);
 		if (r->detached && nzi_sched_done(&r->s))
 			nzi_req_free(r);
@@ -745,20 +783,6 @@ int nz_coll_wait(struct nz_coll_request *req)
 	return nzi_finish(req);
 }
 
-/*
- * How long an aborting collective waits for its receives before it
- * cancels them: the wait timeout, at most NZI_ABORT_GRACE_MS -- also
- * without a wait timeout, as a collective that fails returns an error
- * anyway, and a rank that waits for a peer that never sends would stay
- * in it for good.
- */
-#define NZI_ABORT_GRACE_MS	10000
-
-static int nzi_abort_grace(int stall)
-{
-	return stall > 0 && stall < NZI_ABORT_GRACE_MS ? stall : NZI_ABORT_GRACE_MS;
-}
-
 void nzi_coll_settle(struct nz_coll_request *req)
 {
 	struct nzi_coll *c = req->owner;
@@ -785,16 +809,8 @@ void nzi_coll_settle(struct nz_coll_request *req)
 				       stall);
 			continue;
 		}
-		/*
-		 * Aborting, with receives in flight that nothing completes:
-		 * their peers may never send now (they failed, or wait for us).
-		 * Without this an aborted collective would wait for ever.
-		 */
-		due = nzi_sched_abort_due(w, now, nzi_abort_grace(stall));
-		if (!due) {
-			nzi_sched_cancel_recvs(w);
-			continue;
-		}
+		/* Aborting: wake up when its receives are to be cancelled. */
+		due = nzi_abort_cancel(req);
 		for (struct nz_coll_request *r = c->head; r && !fw; r = r->next)
 			if (!r->detached && nzi_agg_sched(r)->nflight)
 				fw = nzi_agg_sched(r);
