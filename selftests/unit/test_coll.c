@@ -66,6 +66,7 @@ struct tcase {
 	int absent;		/* rank that never calls it, -1 */
 	int absent_ms;		/* how long it stays silent; 0: timeout_ms + 500 */
 	int leave_during;	/* rank that leaves right after starting it, -1 */
+	int poll;		/* start it non-blocking, then nz_coll_test() */
 };
 
 struct rank_run {
@@ -283,7 +284,16 @@ static void *rank_main(void *arg)
 		goto out;	/* destroy with it in flight, then leave */
 	}
 	rr->ms = now_ms();
-	rr->ret = call_coll(c, tc->coll, b.snd, b.rcv, count, dt, op, root);
+	if (tc->poll) {
+		struct nz_coll_request *req;
+
+		rr->ret = icall_coll(c, tc->coll, b.snd, b.rcv, count, dt, op, root, &req);
+		if (!rr->ret)
+			while ((rr->ret = nz_coll_test(req)) == -EAGAIN)
+				usleep(500);
+	} else {
+		rr->ret = call_coll(c, tc->coll, b.snd, b.rcv, count, dt, op, root);
+	}
 	rr->ms = now_ms() - rr->ms;
 	if (rr->ret)
 		snprintf(rr->why, sizeof(rr->why), "rank %d: %s", r, nz_last_error());
@@ -1029,6 +1039,24 @@ static void test_leave(void)
 		       "allreduce, rank 3 silent for 6 s, receives without timeout, wait timeout 200 ms: the others fail within %lld ms (< 3000), %lu receives cancelled (%d with ETIMEDOUT; %s)",
 		       (long long)o.call_ms, o.cancelled, count_fail(&tc, &o, -ETIMEDOUT, 3),
 		       o.why);
+		/*
+		 * Polled with nz_coll_test(), no blocking call: an alltoall of
+		 * 4, rank 2 left, rank 3 silent for 6 s.  Rank 0's receive from
+		 * rank 2 fails and it aborts, with its receive from rank 3 in
+		 * flight; nz_coll_test() cancels it too (it did not: 20 s).
+		 */
+		case_init(&tc, NZ_COLL_ALLTOALL, NZ_ALGO_PAIRWISE, 4);
+		tc.count = 1000;
+		tc.leave = 2;
+		tc.absent = 3;
+		tc.absent_ms = 6000;
+		tc.timeout_ms = 20000;
+		tc.wait_timeout_ms = 200;
+		tc.poll = 1;
+		run_case(&tc, &o);
+		tap_ok(o.ret[0] && o.ret[1] && o.call_ms < 3000 && o.cancelled >= 1,
+		       "alltoall polled with nz_coll_test, rank 2 left, rank 3 silent for 6 s: ranks 0 and 1 fail within %lld ms (< 3000), %lu receives cancelled [%s] (%s)",
+		       (long long)o.call_ms, o.cancelled, rets(&tc, &o), o.why);
 	}
 }
 
