@@ -31,8 +31,9 @@ check_fails() {	# check_fails NAME CMD...: pass iff CMD fails
 }
 # run_tap NAME CMD...: relay a TAP program's lines, check its exit.  A
 # failed exit names the program's last words (a Python exception's last
-# line, say) in the test's name, where a CI summary that lists only the
-# failing names still shows them.
+# line, say; not a TAP diagnostic, which may be from long before) in the
+# test's name, where a CI summary that lists only the failing names still
+# shows them.
 run_tap() {
 	local name=$1 line rc last=; shift
 	while IFS= read -r line; do
@@ -44,7 +45,7 @@ run_tap() {
 		1..*) ;;
 		__rc=*) rc=${line#__rc=};;
 		*) echo "# $line"
-		   case "$line" in *[![:space:]]*) last=$line;; esac;;
+		   case "$line" in "#"*) ;; *[![:space:]]*) last=$line;; esac;;
 		esac
 	done < <("$@" 2>&1; echo "__rc=$?")  # the last line carries the status
 	if [ "${rc:-1}" = 0 ]; then

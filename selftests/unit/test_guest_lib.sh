@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # The guest scripts' helpers (selftests/guest/lib.sh) on the host: run_tap
 # renumbers a program's TAP lines into the script's own count and, when
-# the program fails, puts its last words into the failing test's name (a
-# CI summary lists only failing names); klog_mark and klog_between cut the
+# the program fails, puts its last words (not a TAP diagnostic) into the
+# failing test's name (a CI summary lists only failing names); klog_mark and klog_between cut the
 # kernel's log at marks (a stand-in dmesg here).
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d)
@@ -21,7 +21,7 @@ lib_run() {
 	bash -c '. "$1/selftests/guest/lib.sh"; _tap_n=5; shift; "$@"; echo "failed=$_tap_fail"' \
 		sh "$TOP" "$@"
 }
-echo "1..7"
+echo "1..8"
 
 cat >"$T/good" <<'EOF'
 #!/bin/sh
@@ -40,13 +40,19 @@ echo ""
 echo "   "
 exit 1
 EOF
+cat >"$T/tapfail" <<'EOF'
+#!/bin/sh
+echo "# rank 0 of 2, 2 rails"
+echo "not ok 1 - the allreduce"
+exit 1
+EOF
 cat >"$T/silent" <<'EOF'
 #!/bin/sh
 exit 3
 EOF
 long=$(printf 'x%.0s' $(seq 300))
 printf '#!/bin/sh\necho "%s"\nexit 2\n' "$long" >"$T/long"
-chmod +x "$T/good" "$T/dies" "$T/silent" "$T/long"
+chmod +x "$T/good" "$T/dies" "$T/tapfail" "$T/silent" "$T/long"
 
 expect "run_tap: lines renumbered after the script's own, named, comments relayed, the exit checked" \
 	"ok 6 - prog: first
@@ -62,6 +68,8 @@ expect "run_tap: a failed exit names the last non-blank line" \
 #    
 not ok 7 - py: exit status 1 (last words: RuntimeError: the store went away)
 failed=1" "$(lib_run run_tap py "$T/dies")"
+expect "run_tap: a TAP diagnostic is no last words (a failing test says it)" \
+	"not ok 7 - tapf: exit status 1" "$(lib_run run_tap tapf "$T/tapfail" | tail -2 | head -1)"
 expect "run_tap: a silent failure gets no last words" \
 	"not ok 6 - quiet: exit status 3
 failed=1" "$(lib_run run_tap quiet "$T/silent")"
