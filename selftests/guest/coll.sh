@@ -38,7 +38,9 @@ coll_job leave3 29603 3 exit
 # A rank 12 s late (a debug kernel: 12 s x its slowness): the others'
 # wait timeout (2 s) ends their allreduce, which must then not wait for
 # receives no peer will fill (it did: until the late rank came, or for
-# good when it never does).
+# good when it never does).  The late rank returns at once, with an error
+# or -- its peer's data came long ago, and its own send's acknowledgement
+# is not waited for -- a correct sum.
 coll_job late2 29610 2 late $((12 * TS))
 
 # The aggregation node (Documentation/aggregation.rst, "The split"):
