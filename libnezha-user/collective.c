@@ -541,22 +541,15 @@ static int nzi_abort_grace(int stall)
  * Aborting, with receives in flight that nothing completes: their peers
  * may never send now (they failed, or wait for us).  Without this an
  * aborted collective would wait for ever -- in a blocking call as in
- * nz_coll_test() -- so every progress pass looks.  Returns the ms until
- * the next look is due (-1: none).
+ * nz_coll_test() -- so every progress pass looks.
  */
-static int64_t nzi_abort_cancel(struct nz_coll_request *r)
+static void nzi_abort_cancel(struct nz_coll_request *r)
 {
 	struct nzi_sched *w = nzi_agg_sched(r);
-	int grace = nzi_abort_grace(w->comm->wait_timeout_ms);
-	int64_t due;
 
-	if (!w->aborting)
-		return -1;
-	due = nzi_sched_abort_due(w, nzi_now_ms(), grace);
-	if (due)
-		return due;
-	nzi_sched_cancel_recvs(w);
-	return grace;
+	if (w->aborting &&
+	    !nzi_sched_abort_due(w, nzi_now_ms(), nzi_abort_grace(w->comm->wait_timeout_ms)))
+		nzi_sched_cancel_recvs(w);
 }
 
 static void nzi_progress_all(struct nzi_coll *c)
@@ -809,8 +802,9 @@ void nzi_coll_settle(struct nz_coll_request *req)
 				       stall);
 			continue;
 		}
-		/* Aborting: wake up when its receives are to be cancelled. */
-		due = nzi_abort_cancel(req);
+		/* Aborting: wake up when its receives are to be cancelled
+		 * (nzi_progress_all() cancels them). */
+		due = nzi_sched_abort_due(w, now, nzi_abort_grace(stall));
 		for (struct nz_coll_request *r = c->head; r && !fw; r = r->next)
 			if (!r->detached && nzi_agg_sched(r)->nflight)
 				fw = nzi_agg_sched(r);
@@ -826,7 +820,7 @@ void nzi_coll_settle(struct nz_coll_request *req)
 		}
 		if (stall > 0 && !w->aborting)
 			tmo = (int)(w->last_progress + stall - now);
-		else if (due > 0)
+		else if (due >= 0)
 			tmo = (int)due;
 		if (at_node && (tmo < 0 || tmo > 10))
 			tmo = 10;	/* look at the share again soon */

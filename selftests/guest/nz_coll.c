@@ -370,6 +370,25 @@ static int leave(struct nz_comm *c)
 	return 0;
 }
 
+/* An allreduce (sum) of rank + 1 in every element, timed; *wrong counts
+ * the elements that are not the sum (0 when it failed). */
+static int late_allreduce(struct nz_comm *c, float *buf, size_t count, size_t *wrong,
+			  double *el)
+{
+	double t;
+	int ret;
+
+	for (size_t i = 0; i < count; i++)
+		buf[i] = (float)(rank + 1);
+	t = now_s();
+	ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
+	*el = now_s() - t;
+	*wrong = 0;
+	for (size_t i = 0; !ret && i < count; i++)
+		*wrong += buf[i] != (float)(size * (size + 1) / 2);
+	return ret;
+}
+
 /*
  * A rank that never comes (in time): the others' allreduce fails at their
  * wait timeout, and then must not wait for ever for receives its peers
@@ -381,7 +400,8 @@ static void late(struct nz_comm *c, double secs)
 	size_t count = 1 << 16;
 	float *buf = calloc(count, 4);
 	int wait_ms = (int)(secs * 1000 / 6);
-	double t, el;
+	size_t wrong;
+	double el;
 	int ret;
 
 	if (!buf) {
@@ -390,14 +410,9 @@ static void late(struct nz_comm *c, double secs)
 	}
 	ret = nz_barrier(c);
 	tap_ok(!ret, "late: barrier with all %d ranks (%s)", size, ret ? nz_last_error() : "ok");
-	for (size_t i = 0; i < count; i++)
-		buf[i] = (float)(rank + 1);
-	t = now_s();
 	if (rank == size - 1) {
 		usleep((useconds_t)(secs * 1e6));
-		t = now_s();
-		ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
-		el = now_s() - t;
+		ret = late_allreduce(c, buf, count, &wrong, &el);
 		/*
 		 * Its peer's data came long ago; what it sends is refused.  It
 		 * fails at once if that refusal comes before its receive is
@@ -405,40 +420,23 @@ static void late(struct nz_comm *c, double secs)
 		 * acknowledgement is not waited for (CI, 2026-12-07).  Either
 		 * way, at once and never a wrong result.
 		 */
-		{
-			size_t wrong = 0;
-
-			for (size_t i = 0; !ret && i < count; i++)
-				wrong += buf[i] != (float)(size * (size + 1) / 2);
-			tap_ok(el < 5 && (ret != 0 || !wrong),
-			       "late: rank %d, %.0f s late: %s in %.2f s (%s)",
-			       rank, secs, ret ? strerror(-ret) : "no error", el,
-			       ret ? nz_last_error() : wrong ? "a wrong sum" :
-			       "a correct sum: its peer's data had come, its own send not waited for");
-		}
+		tap_ok(el < 5 && (ret != 0 || !wrong),
+		       "late: rank %d, %.0f s late: %s in %.2f s (%s)",
+		       rank, secs, ret ? strerror(-ret) : "no error", el,
+		       ret ? nz_last_error() : wrong ? "a wrong sum" :
+		       "a correct sum: its peer's data had come, its own send not waited for");
 	} else {
 		nz_comm_set_wait_timeout(c, wait_ms);
-		ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
-		el = now_s() - t;
+		ret = late_allreduce(c, buf, count, &wrong, &el);
 		nz_comm_set_wait_timeout(c, 0);
 		tap_ok(ret == -ETIMEDOUT && el < 2.0 * wait_ms / 1000 + 3,
 		       "late: rank %d, wait timeout %d ms, rank %d not there: %s in %.2f s, limit %.2f s (%s)",
 		       rank, wait_ms, size - 1, ret ? strerror(-ret) : "no error", el,
 		       2.0 * wait_ms / 1000 + 3, ret ? nz_last_error() : "it succeeded");
 	}
-	for (size_t i = 0; i < count; i++)
-		buf[i] = (float)(rank + 1);
-	t = now_s();
-	ret = nz_allreduce(c, buf, buf, count, NZ_FLOAT32, NZ_SUM);
-	el = now_s() - t;
-	{
-		size_t wrong = 0;
-
-		for (size_t i = 0; !ret && i < count; i++)
-			wrong += buf[i] != (float)(size * (size + 1) / 2);
-		tap_ok(!ret && !wrong, "late: the next allreduce on rank %d: %s, %zu elements wrong, %.2f s",
-		       rank, ret ? nz_last_error() : "ok", wrong, el);
-	}
+	ret = late_allreduce(c, buf, count, &wrong, &el);
+	tap_ok(!ret && !wrong, "late: the next allreduce on rank %d: %s, %zu elements wrong, %.2f s",
+	       rank, ret ? nz_last_error() : "ok", wrong, el);
 	free(buf);
 }
 
