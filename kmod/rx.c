@@ -181,12 +181,15 @@ struct nz_rx_spare {
 	struct nz_ctrl *ctrl;		/* a REFUSE */
 	struct nz_abort *rec;		/* its record, for later frames */
 	struct nz_xreq *toolong;	/* receive to fail with -EMSGSIZE */
+	struct nz_msg *failed;		/* a posted receive, done: complete it */
 };
 
 static void nz_rx_spare_free(struct nz_rx_spare *s)
 {
 	if (s->toolong)
 		nz_req_complete(&s->toolong->base, -EMSGSIZE, 0);
+	if (s->failed)
+		nz_msg_complete(s->failed);
 	if (s->msg)
 		nz_msg_put(s->msg);
 	kvfree(s->map);
@@ -300,6 +303,12 @@ static void nz_rx_refuse(struct nz_conn *conn, const struct nz_frame_data *fd,
  * unexpected-message budget is full (the connection stalls until a
  * receive is posted or budget frees up, for a whole timeout at most:
  * refuse), -EPROTO.
+ *
+ * A message longer than the receive posted for it fails that receive and
+ * is drained, which needs its reassembly map: sized by the total the peer
+ * claims (up to NZ_MAX_MSG), not by the receive, so it is charged to the
+ * unexpected budget like a message that came first.  One that does not
+ * fit is refused at once (-EMSGSIZE), its receive failed with it.
  */
 static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
 			struct nz_msg **out, struct nz_rx_spare *s,
@@ -310,9 +319,11 @@ static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
 	u32 unit = p->comm->unit;
 	u64 words = nz_reasm_bitmap_words(fd->total, unit);
 	u64 cost = fd->total + sizeof(struct nz_msg) + words * sizeof(u64);
+	u64 dcost = sizeof(struct nz_msg) + words * sizeof(u64);
 	struct mem_cgroup *old;
 	struct nz_msg *m, *posted;
 	int tries, ret = 0;
+	bool toolong = false;
 	u32 reason;
 	s32 gone;
 
@@ -343,6 +354,7 @@ static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
 		if (m)
 			goto found;
 		posted = nz_find_posted(p, fd->tag, fd->tag_seq);
+		toolong = posted && fd->total > posted->len;
 		gone = 0;
 		if (!posted && nz_tag_rx_passed(p, fd->tag, fd->tag_seq)) {
 			gone = -ECONNABORTED;
@@ -353,8 +365,14 @@ static int nz_rx_lookup(struct nz_conn *conn, const struct nz_frame_data *fd,
 			if (!refuse)
 				goto out_unlock;
 			gone = -ENOBUFS;
+		} else if (toolong &&
+			   (p->unexpected_bytes + dcost > budget ||
+			    p->unexpected_msgs >= READ_ONCE(unexpected_msgs))) {
+			gone = -EMSGSIZE;
 		}
 		if (gone && s->ctrl && s->rec && (gone != -ENOBUFS || s->msg)) {
+			if (toolong && nz_msg_set_done(posted, -EMSGSIZE))
+				s->failed = posted;
 			nz_rx_refuse(conn, fd, gone, s);
 			ret = 0;
 			goto out_unlock;
@@ -389,11 +407,14 @@ create:
 	if (posted) {
 		m = posted;
 		list_del_init(&m->node);
-		if (fd->total > m->len) {
+		if (toolong) {
 			/* Fail the receive now, drain the message. */
 			s->toolong = m->xreq;
 			m->xreq = NULL;
 			m->discard = true;
+			m->budget = dcost;
+			p->unexpected_bytes += dcost;
+			p->unexpected_msgs++;
 		}
 	} else {
 		m = s->msg;

@@ -139,7 +139,8 @@ int nz_conn_rx_refuse(struct nz_conn *conn, const struct nz_frame_abort *a)
 	s32 err;
 
 	/* Only what the receiver may say; anything else is a plain abort. */
-	err = a->reason == ENOBUFS ? -ENOBUFS : -ECONNABORTED;
+	err = a->reason == ENOBUFS || a->reason == EMSGSIZE ? -(s32)a->reason :
+	      -ECONNABORTED;
 	spin_lock_bh(&p->lock);
 	list_for_each_entry(m, &p->tx_msgs, node)
 		if (m->msg_id == a->msg_id) {

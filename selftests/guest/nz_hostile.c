@@ -867,6 +867,90 @@ static int await_echo(int fd, uint64_t ts, struct nz_frame *f, int max)
 	return -1;
 }
 
+static long long vmalloc_kb(void)
+{
+	char line[128];
+	long long kb = -1;
+	FILE *f = fopen("/proc/meminfo", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmallocUsed:", 12))
+			kb = strtoll(line + 12, NULL, 10);
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/*
+ * 8. An authenticated peer answers each of 32 posted receives of 64 KiB
+ * with a message that claims 1 TiB.  Each receive fails (-EMSGSIZE) and
+ * its message is drained, which needs a map of one bit per unit of the
+ * claimed total: 2 MiB each.  Those maps were allocated whatever the
+ * unexpected budget said and kept until the communicator went (64 MiB of
+ * vmalloc for 32; 1,024 at once fit the duplicate window).  Now they are
+ * charged to the budget (here 8 MiB), and what does not fit is refused.
+ */
+static void toolong_maps(const struct job *j, uint32_t comm_id)
+{
+	enum { N = 32 };
+	struct nz_queue_opts qo = { .entries = 64 };
+	long long old = nz_param_rw("unexpected_mb", -1);
+	long long refused0 = nz_dev_stat("stats/msgs_refused"), vm0, vm1, refused;
+	uint8_t *rbuf = malloc(UNIT), *payload = calloc(1, UNIT), hdr[NZ_WIRE_HDR_LEN];
+	struct nz_sqe cmd = { 0 };
+	struct nz_queue *q2 = NULL;
+	struct nz_cqe cqe;
+	int fd = -1, ret, k, emsgsize = 0, done = 0, other = 0;
+
+	if (old < 0 || nz_param_rw("unexpected_mb", 8) != 8 || nz_queue_open(&q2, &qo)) {
+		tap_ok(0, "too long: set-up (unexpected_mb settable, a queue of 64)");
+		goto out;
+	}
+	vm0 = vmalloc_kb();
+	cmd.comm_id = comm_id;
+	cmd.xfer.addr = (uintptr_t)rbuf;
+	cmd.xfer.len = UNIT;
+	cmd.xfer.peer = 1;
+	for (k = 0; k < N; k++) {
+		cmd.xfer.tag = 300 + k;		/* tags of their own: sequence 0 */
+		nz_queue_prep(q2, NZ_CMD_RECV, &cmd, 300 + k, -1);
+	}
+	ret = nz_queue_submit(q2) != N;
+	fd = ret ? -1 : connect_rail();
+	ret = ret || fd < 0 || handshake(fd, j, j->secret);
+	for (k = 0; !ret && k < N; k++) {
+		data_frame(hdr, 100 + k, 300 + k, 1ULL << 40, 0, UNIT);
+		ret = write_all(fd, hdr, sizeof(hdr)) || write_all(fd, payload, UNIT);
+	}
+	for (k = 0; !ret && k < N; k++) {
+		if (nz_queue_wait(q2, &cqe, (int)(15000 * tscale)))
+			break;
+		done++;
+		if (cqe.res == -EMSGSIZE)
+			emsgsize++;
+		else
+			other = cqe.res;
+	}
+	vm1 = vmalloc_kb();
+	refused = nz_dev_stat("stats/msgs_refused") - refused0;
+	tap_ok(!ret && emsgsize == N,
+	       "too long: %d of %d receives answered with 1 TiB messages fail with -EMSGSIZE (%d done, other %d)",
+	       emsgsize, N, done, other);
+	tap_ok(vm0 >= 0 && vm1 - vm0 < 16 << 10,
+	       "too long: their drain maps held within the 8 MiB budget (vmalloc +%lld KiB; 2 MiB each)",
+	       vm1 - vm0);
+	tap_ok(refused >= N - 4,
+	       "too long: the messages whose map does not fit are refused (%lld of %d)", refused, N);
+out:
+	if (fd >= 0)
+		close(fd);
+	nz_queue_close(q2);
+	if (old >= 0)
+		nz_param_rw("unexpected_mb", old);
+	free(rbuf);
+	free(payload);
+}
+
 /*
  * A peer that holds the key sets every bit a heartbeat has: an echo asked
  * for, a redial of every slot (the module is this connection's server:
@@ -1093,6 +1177,7 @@ int main(int argc, char **argv)
 	close(fd);
 	never_reads(&j, q, cc.comm_id);
 	hb_bits(&j);
+	toolong_maps(&j, cc.comm_id);
 	if (frames)
 		fz_phase(&j, q, cc.comm_id, frames, seed);
 	if (silent)
