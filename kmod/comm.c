@@ -18,7 +18,6 @@
 
 /* Largest message: the wire carries 64-bit lengths; keep it sane. */
 #define NZ_MAX_MSG		(1ULL << 40)
-#define NZ_MAX_TIMEOUT_MS	(3600U * 1000)
 /* How long leaving waits for the acknowledgements it owes to go out. */
 #define NZ_FLUSH_MS		500
 

@@ -228,6 +228,9 @@ struct nz_tagseq {
 	u64 rx_next;			/* next tag_seq a receive claims */
 };
 
+/* Longest timeout a communicator or a command may ask for: an hour. */
+#define NZ_MAX_TIMEOUT_MS	(3600U * 1000)
+
 #define NZ_TAG_HASH_BITS 6
 
 struct nz_peer {

@@ -16,6 +16,7 @@
 #include <linux/io_uring.h>
 #include <linux/slab.h>
 #include <linux/hash.h>
+#include <linux/nospec.h>
 #include "msg.h"
 
 /*
@@ -290,12 +291,18 @@ void nz_peer_kick(struct nz_peer *p)
 		nz_conn_kick(&p->conns[s]);
 }
 
+/*
+ * The peer a SEND, RECV or CANCEL names, or NULL (-EINVAL); also refuses a
+ * timeout longer than a communicator may have: a command that could never
+ * expire would hold its pages and charges, and an exec() that waits for it.
+ */
 static struct nz_peer *nz_xfer_peer(struct nz_comm *comm,
 				    const struct nz_sqe_xfer *x)
 {
-	if (x->peer >= comm->size || x->peer == comm->rank)
+	if (x->peer >= comm->size || x->peer == comm->rank ||
+	    x->timeout_ms > NZ_MAX_TIMEOUT_MS)
 		return NULL;
-	return comm->peers[x->peer];
+	return comm->peers[array_index_nospec(x->peer, comm->size)];
 }
 
 int nz_cmd_send(struct nz_file *f, struct io_uring_cmd *cmd,

@@ -9,6 +9,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/io_uring.h>
+#include <linux/shmem_fs.h>
 #include "msg.h"
 
 /*
@@ -121,12 +122,57 @@ static void nz_ubuf_fixed_seek(const struct nz_ubuf *b, u64 off,
 	it->count -= off;
 }
 
+/*
+ * A RECV writes into its pages from a worker, long after they were pinned.
+ * Page-cache pages of a shared file mapping would be written behind the
+ * file system's back (dirtied while it may be writing them back or
+ * truncating the file): io_uring refuses such memory for its registered
+ * buffers, and so do we, for the pages we are to write.  Anonymous memory,
+ * private mappings (the write pin breaks copy-on-write), shmem and
+ * hugetlbfs are fine.  Under mmap_lock, which the pin then keeps held.
+ */
+static bool nz_ubuf_shared_file(struct mm_struct *mm, unsigned long start,
+				unsigned long end)
+{
+	struct vm_area_struct *vma;
+	struct vma_iterator vmi;
+
+	vma_iter_init(&vmi, mm, start);
+	for_each_vma_range(vmi, vma, end)
+		if (vma->vm_file && (vma->vm_flags & VM_SHARED) &&
+		    !(vma->vm_flags & VM_HUGETLB) && !shmem_file(vma->vm_file))
+			return true;
+	return false;
+}
+
+/* Pin npages from start; -EOPNOTSUPP for pages a RECV may not write. */
+static long nz_ubuf_pin_pages(unsigned long start, unsigned long npages,
+			      bool write, struct page **pages)
+{
+	struct mm_struct *mm = current->mm;
+	long got;
+
+	/* Long term: a transfer may wait for its peer for minutes. */
+	if (!write)
+		return pin_user_pages_fast(start, npages, FOLL_LONGTERM, pages);
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	if (nz_ubuf_shared_file(mm, start, start + (npages << PAGE_SHIFT)))
+		got = -EOPNOTSUPP;
+	else
+		got = pin_user_pages(start, npages, FOLL_LONGTERM | FOLL_WRITE,
+				     pages, NULL);
+	mmap_read_unlock(mm);
+	return got;
+}
+
 int nz_ubuf_pin(struct nz_ubuf *b, struct io_uring_cmd *cmd, u64 addr,
 		u64 len, bool write)
 {
 	unsigned long npages, i;
 	u64 left = len;
-	int got, ret;
+	long got;
+	int ret;
 
 	memset(b, 0, sizeof(*b));
 	b->len = len;
@@ -156,10 +202,7 @@ int nz_ubuf_pin(struct nz_ubuf *b, struct io_uring_cmd *cmd, u64 addr,
 	ret = -ENOMEM;
 	if (!b->pages || !b->bvec)
 		goto out_free;
-	/* Long term: a transfer may wait for its peer for minutes. */
-	got = pin_user_pages_fast(addr & PAGE_MASK, npages,
-				  FOLL_LONGTERM | (write ? FOLL_WRITE : 0),
-				  b->pages);
+	got = nz_ubuf_pin_pages(addr & PAGE_MASK, npages, write, b->pages);
 	if (got != npages) {
 		if (got > 0)
 			unpin_user_pages(b->pages, got);

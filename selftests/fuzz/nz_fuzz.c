@@ -1262,7 +1262,8 @@ static void gen_sqe(struct rng *r, uint64_t index)
 			bool peer_ok = live && x->peer < c->size && x->peer != c->rank;
 
 			e->mask = XFER_ERRS | A_OK;
-			if (!live || !peer_ok) {
+			/* a timeout past a communicator's longest: refused */
+			if (!live || !peer_ok || x->timeout_ms > MAX_TMO) {
 				e->exact = true;
 				e->want = -EINVAL;
 			} else if (fixed && fixed_idx >= NREG) {

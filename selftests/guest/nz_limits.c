@@ -5,7 +5,7 @@
  *
  *   nz_limits RAIL ADDR PORT CTL [TEST...]
  *
- * TEST names the cases to run (create, lengths, memlock, destroy, killed,
+ * TEST names the cases to run (create, lengths, buffers, memlock, destroy, killed,
  * race, raildel, quotas, isolation, memcg; default all), to replay one against an older
  * module.
  * RAIL is a TCP rail on the local address ADDR listening on PORT; CTL is
@@ -259,6 +259,101 @@ static void test_lengths(struct nz_queue *q)
 	res = xfer(q, NZ_CMD_SEND, id, 1, buf, 1ULL << 30, 5000);
 	tap_ok(res == -EFAULT, "SEND of 1 GiB from a 4 KiB buffer: -EFAULT (%d)", res);
 	tap_ok(comm_destroy(fd, id) == 0, "length-test communicator destroyed");
+}
+
+/* A SEND or RECV of peer 1 with a timeout of its own; its result. */
+static int xfer_tmo(struct nz_queue *q, uint32_t op, uint32_t comm, void *buf,
+		    uint64_t len, uint32_t timeout_ms, int wait_ms)
+{
+	struct nz_sqe cmd = { 0 };
+	struct nz_cqe cqe;
+	int ret;
+
+	cmd.comm_id = comm;
+	cmd.xfer.addr = (uintptr_t)buf;
+	cmd.xfer.len = len;
+	cmd.xfer.peer = 1;
+	cmd.xfer.tag = 2;
+	cmd.xfer.timeout_ms = timeout_ms;
+	ret = nz_queue_prep(q, op, &cmd, 2, -1);
+	if (!ret)
+		ret = nz_queue_submit(q) == 1 ? 0 : -EIO;
+	if (!ret)
+		ret = nz_queue_wait(q, &cqe, wait_ms);
+	return ret ? ret : cqe.res;
+}
+
+/* Ended by its own timeout or the missing peer, not refused up front. */
+static bool ended_by_peer(int res)
+{
+	return res == -ETIMEDOUT || res == -ENETDOWN || res == -ECONNRESET;
+}
+
+/*
+ * 2b. A command's own timeout is bounded like a communicator's (an exec()
+ * waited for a RECV of timeout 2^32-1 ms), and a RECV does not write into
+ * a shared mapping of a page-cache file behind its file system's back
+ * (it pinned such pages for as long as it waited).  A shared memfd
+ * (shmem) and a SEND from the file are fine.
+ */
+static void test_buffers(struct nz_queue *q)
+{
+	int fd = nz_queue_fd(q), id = comm_create(fd, 2, 0, false, 0x4c494d32);
+	int wait = (int)(10000 * tscale), ffd = -1, sfd = -1, res;
+	void *fmap = MAP_FAILED, *smap = MAP_FAILED;
+	char dir[] = "/tmp/nz_ramfsXXXXXX", path[64];
+	static char buf[4096];
+	bool mounted = false;
+
+	if (id < 0) {
+		tap_ok(0, "communicator for the buffer tests: %s", strerror(-id));
+		return;
+	}
+	res = xfer_tmo(q, NZ_CMD_RECV, id, buf, sizeof(buf), 3600U * 1000 + 1, wait);
+	tap_ok(res == -EINVAL, "RECV with a timeout of an hour and a millisecond: -EINVAL (%d)",
+	       res);
+	res = xfer_tmo(q, NZ_CMD_SEND, id, buf, sizeof(buf), UINT32_MAX, wait);
+	tap_ok(res == -EINVAL, "SEND with a timeout of 2^32-1 ms: -EINVAL (%d)", res);
+
+	/* ramfs: page cache, not shmem (the overlay's /tmp is tmpfs) */
+	if (mkdtemp(dir) && !mount("nz_ramfs", dir, "ramfs", 0, NULL))
+		mounted = true;
+	snprintf(path, sizeof(path), "%s/f", dir);
+	if (mounted)
+		ffd = open(path, O_RDWR | O_CREAT, 0600);
+	if (ffd >= 0 && !ftruncate(ffd, 65536))
+		fmap = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_SHARED, ffd, 0);
+	sfd = memfd_create("nz_limits", 0);
+	if (sfd >= 0 && !ftruncate(sfd, 65536))
+		smap = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
+	if (fmap == MAP_FAILED || smap == MAP_FAILED) {
+		tap_ok(0, "set-up: a shared mapping of a ramfs file (%s) and of a memfd (%s)",
+		       fmap == MAP_FAILED ? "failed" : "ok", smap == MAP_FAILED ? "failed" : "ok");
+		goto out;
+	}
+	memset(fmap, 0x17, 65536);
+	res = xfer_tmo(q, NZ_CMD_RECV, id, fmap, 65536, 300, wait);
+	tap_ok(res == -EOPNOTSUPP,
+	       "RECV into a shared mapping of a ramfs file: -EOPNOTSUPP before anything is pinned (%d)",
+	       res);
+	res = xfer_tmo(q, NZ_CMD_SEND, id, fmap, 65536, 300, wait);
+	tap_ok(ended_by_peer(res), "SEND from that mapping is taken (ends with %d: no peer)", res);
+	res = xfer_tmo(q, NZ_CMD_RECV, id, smap, 65536, 300, wait);
+	tap_ok(ended_by_peer(res), "RECV into a shared memfd (shmem) is taken (ends with %d: no peer)",
+	       res);
+out:
+	if (fmap != MAP_FAILED)
+		munmap(fmap, 65536);
+	if (smap != MAP_FAILED)
+		munmap(smap, 65536);
+	if (ffd >= 0)
+		close(ffd);
+	if (sfd >= 0)
+		close(sfd);
+	if (mounted)
+		umount2(dir, MNT_DETACH);
+	rmdir(dir);
+	tap_ok(comm_destroy(fd, id) == 0, "buffer-test communicator destroyed");
 }
 
 static long vm_pin_kb(void)
@@ -1018,6 +1113,8 @@ int main(int argc, char **argv)
 		test_create_errors(nz_queue_fd(q));
 	if (want("lengths"))
 		test_lengths(q);
+	if (want("buffers"))
+		test_buffers(q);
 	if (want("memlock"))
 		test_memlock();
 	if (want("destroy"))

@@ -128,7 +128,7 @@ struct nz_sqe_xfer {
 	__u64	len;		/* in: buffer length in bytes */
 	__u64	tag;		/* in: match tag */
 	__u32	peer;		/* in: rank of the peer */
-	__u32	timeout_ms;	/* in: 0 = the communicator's default */
+	__u32	timeout_ms;	/* in: 0 = the communicator's default; <= 1 h */
 };
 
 /* The 80-byte payload of an SQE128 IORING_OP_URING_CMD. */
