@@ -164,10 +164,13 @@ static int comm_destroy(int fd, uint32_t id)
 	return ioctl(fd, NZ_IOC_COMM_DESTROY, &id) ? -errno : 0;
 }
 
-/* Submit one SEND or RECV on tag; with wait_ms >= 0 wait for its CQE. */
-static int xfer_tag(struct nz_queue *q, uint32_t op, uint32_t comm,
+/*
+ * Submit one SEND or RECV on tag with a timeout of its own (0: the
+ * communicator's); with wait_ms >= 0 wait for its CQE.
+ */
+static int xfer_tmo(struct nz_queue *q, uint32_t op, uint32_t comm,
 		    uint32_t peer, void *buf, uint64_t len, uint64_t tag,
-		    int wait_ms)
+		    uint32_t timeout_ms, int wait_ms)
 {
 	struct nz_sqe cmd = { 0 };
 	struct nz_cqe cqe;
@@ -178,6 +181,7 @@ static int xfer_tag(struct nz_queue *q, uint32_t op, uint32_t comm,
 	cmd.xfer.len = len;
 	cmd.xfer.peer = peer;
 	cmd.xfer.tag = tag;
+	cmd.xfer.timeout_ms = timeout_ms;
 	ret = nz_queue_prep(q, op, &cmd, 1, -1);
 	if (!ret)
 		ret = nz_queue_submit(q) == 1 ? 0 : -EIO;
@@ -185,6 +189,13 @@ static int xfer_tag(struct nz_queue *q, uint32_t op, uint32_t comm,
 		return ret;
 	ret = nz_queue_wait(q, &cqe, wait_ms);
 	return ret ? ret : cqe.res;
+}
+
+static int xfer_tag(struct nz_queue *q, uint32_t op, uint32_t comm,
+		    uint32_t peer, void *buf, uint64_t len, uint64_t tag,
+		    int wait_ms)
+{
+	return xfer_tmo(q, op, comm, peer, buf, len, tag, 0, wait_ms);
 }
 
 static int xfer(struct nz_queue *q, uint32_t op, uint32_t comm, uint32_t peer,
@@ -261,28 +272,6 @@ static void test_lengths(struct nz_queue *q)
 	tap_ok(comm_destroy(fd, id) == 0, "length-test communicator destroyed");
 }
 
-/* A SEND or RECV of peer 1 with a timeout of its own; its result. */
-static int xfer_tmo(struct nz_queue *q, uint32_t op, uint32_t comm, void *buf,
-		    uint64_t len, uint32_t timeout_ms, int wait_ms)
-{
-	struct nz_sqe cmd = { 0 };
-	struct nz_cqe cqe;
-	int ret;
-
-	cmd.comm_id = comm;
-	cmd.xfer.addr = (uintptr_t)buf;
-	cmd.xfer.len = len;
-	cmd.xfer.peer = 1;
-	cmd.xfer.tag = 2;
-	cmd.xfer.timeout_ms = timeout_ms;
-	ret = nz_queue_prep(q, op, &cmd, 2, -1);
-	if (!ret)
-		ret = nz_queue_submit(q) == 1 ? 0 : -EIO;
-	if (!ret)
-		ret = nz_queue_wait(q, &cqe, wait_ms);
-	return ret ? ret : cqe.res;
-}
-
 /* Ended by its own timeout or the missing peer, not refused up front. */
 static bool ended_by_peer(int res)
 {
@@ -309,10 +298,10 @@ static void test_buffers(struct nz_queue *q)
 		tap_ok(0, "communicator for the buffer tests: %s", strerror(-id));
 		return;
 	}
-	res = xfer_tmo(q, NZ_CMD_RECV, id, buf, sizeof(buf), 3600U * 1000 + 1, wait);
+	res = xfer_tmo(q, NZ_CMD_RECV, id, 1, buf, sizeof(buf), 2, 3600U * 1000 + 1, wait);
 	tap_ok(res == -EINVAL, "RECV with a timeout of an hour and a millisecond: -EINVAL (%d)",
 	       res);
-	res = xfer_tmo(q, NZ_CMD_SEND, id, buf, sizeof(buf), UINT32_MAX, wait);
+	res = xfer_tmo(q, NZ_CMD_SEND, id, 1, buf, sizeof(buf), 2, UINT32_MAX, wait);
 	tap_ok(res == -EINVAL, "SEND with a timeout of 2^32-1 ms: -EINVAL (%d)", res);
 
 	/* ramfs: page cache, not shmem (the overlay's /tmp is tmpfs) */
@@ -332,13 +321,13 @@ static void test_buffers(struct nz_queue *q)
 		goto out;
 	}
 	memset(fmap, 0x17, 65536);
-	res = xfer_tmo(q, NZ_CMD_RECV, id, fmap, 65536, 300, wait);
+	res = xfer_tmo(q, NZ_CMD_RECV, id, 1, fmap, 65536, 2, 300, wait);
 	tap_ok(res == -EOPNOTSUPP,
 	       "RECV into a shared mapping of a ramfs file: -EOPNOTSUPP before anything is pinned (%d)",
 	       res);
-	res = xfer_tmo(q, NZ_CMD_SEND, id, fmap, 65536, 300, wait);
+	res = xfer_tmo(q, NZ_CMD_SEND, id, 1, fmap, 65536, 2, 300, wait);
 	tap_ok(ended_by_peer(res), "SEND from that mapping is taken (ends with %d: no peer)", res);
-	res = xfer_tmo(q, NZ_CMD_RECV, id, smap, 65536, 300, wait);
+	res = xfer_tmo(q, NZ_CMD_RECV, id, 1, smap, 65536, 2, 300, wait);
 	tap_ok(ended_by_peer(res), "RECV into a shared memfd (shmem) is taken (ends with %d: no peer)",
 	       res);
 out:
