@@ -307,7 +307,6 @@ static struct nz_comm *nz_comm_new(struct nz_file *f,
 		get_random_bytes(&comm->incarnation, sizeof(comm->incarnation));
 	} while (!comm->incarnation);
 	comm->owner = nz_user_uid(f->user);
-	comm->user = f->user;
 	comm->serial = atomic64_inc_return(&serial);
 	memcpy(comm->secret, cc->secret, sizeof(comm->secret));
 	comm->rank = cc->rank;

@@ -274,11 +274,6 @@ struct nz_comm {
 	u64 incarnation;		/* random, != 0: this instance */
 	u64 serial;			/* host-wide, for sysfs: not the job id */
 	kuid_t owner;			/* the creator's euid */
-	/*
-	 * Its file's user (limits.c), for the dials: the file destroys its
-	 * communicators, dials cancelled, before it puts the user.
-	 */
-	struct nz_user *user;
 	struct mem_cgroup *memcg;	/* the creator's, charged (held) */
 	u8 secret[NZ_SECRET_LEN];
 	struct crypto_shash *hmac;

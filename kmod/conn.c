@@ -237,13 +237,7 @@ static void nz_conn_connect_work(struct work_struct *work)
 			nz_health_conn_retry(conn);
 		return;
 	}
-	/* Its user's dials under way hold enough of the queue: wait a turn. */
-	if (!nz_user_dial_begin(conn->peer->comm->user)) {
-		nz_health_conn_retry(conn);
-		return;
-	}
 	ret = conn->rail->ops->conn_connect(conn);
-	nz_user_dial_end(conn->peer->comm->user);
 	if (ret && ret != -ESHUTDOWN)
 		nz_conn_retry(conn);
 }

@@ -32,28 +32,12 @@ module_param(max_user_cmds, uint, 0644);
 MODULE_PARM_DESC(max_user_cmds,
 		 "commands one user may have in flight at once (-EAGAIN past it)");
 
-/*
- * A dial holds a worker of the shared dial queue until it connects or gives
- * up (up to 5 s against a silent address), and the queue has 256: one
- * user's communicators with thousands of peers that never answer would
- * hold all of them, and every other job's dials would wait minutes behind
- * theirs.  Past this many under way, a dial waits its turn (backing off
- * like a failed one); 64 leaves most of the queue to others and is more
- * than a job needs at start-up on a node (its ranks' dials finish in
- * milliseconds when the peers answer).
- */
-static unsigned int max_user_dials = 64;
-module_param(max_user_dials, uint, 0644);
-MODULE_PARM_DESC(max_user_dials,
-		 "dials one user's communicators may have under way at once; the rest wait their turn (0: no limit)");
-
 struct nz_user {
 	struct hlist_node node;
 	kuid_t uid;
 	refcount_t ref;			/* open files, under nz_users_lock */
 	atomic_t comms;
 	atomic_t cmds;
-	atomic_t dials;
 };
 
 #define NZ_USER_HASH_BITS 6
@@ -104,8 +88,7 @@ void nz_user_put(struct nz_user *u)
 	hash_del(&u->node);
 	spin_unlock(&nz_users_lock);
 	/* Every communicator and command was uncharged before its file went. */
-	WARN_ON_ONCE(atomic_read(&u->comms) || atomic_read(&u->cmds) ||
-		     atomic_read(&u->dials));
+	WARN_ON_ONCE(atomic_read(&u->comms) || atomic_read(&u->cmds));
 	kfree(u);
 }
 
@@ -152,25 +135,4 @@ int nz_user_charge_cmd(struct nz_user *u)
 void nz_user_uncharge_cmd(struct nz_user *u)
 {
 	atomic_dec(&u->cmds);
-}
-
-/*
- * A dial of u's may start (true: end it with nz_user_dial_end()), or u has
- * max_user_dials under way: counted, and the caller retries later.
- */
-bool nz_user_dial_begin(struct nz_user *u)
-{
-	unsigned int limit = READ_ONCE(max_user_dials);
-
-	if (atomic_inc_return(&u->dials) > limit && limit) {
-		atomic_dec(&u->dials);
-		atomic64_inc(&nz_stats.dials_deferred);
-		return false;
-	}
-	return true;
-}
-
-void nz_user_dial_end(struct nz_user *u)
-{
-	atomic_dec(&u->dials);
 }

@@ -34,7 +34,6 @@ struct nz_stats {
 	atomic_t comms;			/* communicators not yet freed */
 	atomic64_t comms_refused;	/* COMM_CREATE past max_user_comms */
 	atomic64_t cmds_refused;	/* commands past max_user_cmds */
-	atomic64_t dials_deferred;	/* dials past max_user_dials, later */
 	atomic64_t tags_refused;	/* SEND/RECV on a tag past max_tags */
 	atomic64_t msgs_aborted;	/* our failed sends announced (ABORT) */
 	atomic64_t msgs_withdrawn;	/* peers' ABORTs applied */
@@ -93,8 +92,6 @@ int nz_user_charge_comm(struct nz_user *u);
 void nz_user_uncharge_comm(struct nz_user *u);
 int nz_user_charge_cmd(struct nz_user *u);
 void nz_user_uncharge_cmd(struct nz_user *u);
-bool nz_user_dial_begin(struct nz_user *u);
-void nz_user_dial_end(struct nz_user *u);
 
 /* chardev.c */
 int nz_chardev_init(void);

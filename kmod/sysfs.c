@@ -42,7 +42,6 @@ NZ_ATTR_ATOMIC64(cmds_rejected);
 NZ_ATTR_ATOMIC64(cmds_cancelled);
 NZ_ATTR_ATOMIC64(comms_refused);
 NZ_ATTR_ATOMIC64(cmds_refused);
-NZ_ATTR_ATOMIC64(dials_deferred);
 NZ_ATTR_ATOMIC64(tags_refused);
 NZ_ATTR_ATOMIC64(msgs_aborted);
 NZ_ATTR_ATOMIC64(msgs_withdrawn);
@@ -104,7 +103,6 @@ static struct attribute *nz_stats_attrs[] = {
 	&dev_attr_cmds_cancelled.attr,
 	&dev_attr_comms_refused.attr,
 	&dev_attr_cmds_refused.attr,
-	&dev_attr_dials_deferred.attr,
 	&dev_attr_tags_refused.attr,
 	&dev_attr_msgs_aborted.attr,
 	&dev_attr_msgs_withdrawn.attr,

@@ -39,8 +39,6 @@ const struct nzst_metric nzst_module_stats[] = {
 	  "Communicators refused: their user was at max_user_comms." },
 	{ "cmds_refused", NZST_COUNTER, "commands_refused", 1,
 	  "Commands refused: their user was at max_user_cmds." },
-	{ "dials_deferred", NZST_COUNTER, "dials_deferred", 1,
-	  "Dials put off: their user had max_user_dials under way." },
 	{ "tags_refused", NZST_COUNTER, "tags_refused", 1,
 	  "Sends and receives refused: a new tag past max_tags." },
 	{ "msgs_aborted", NZST_COUNTER, "messages_aborted", 1,

@@ -13,8 +13,8 @@ check "sysfs: abi_version is 2" test "$(cat $SYS/abi_version 2>&1)" = 2
 missing=
 for f in release features open_files inflight stats/opens stats/cmds_submitted \
 	 stats/cmds_completed stats/cmds_failed stats/cmds_rejected stats/cmds_cancelled \
-	 stats/comms_refused stats/cmds_refused stats/dials_deferred stats/tags_refused \
-	 stats/msgs_aborted stats/msgs_withdrawn stats/msgs_refused stats/sends_refused \
+	 stats/comms_refused stats/cmds_refused stats/tags_refused stats/msgs_aborted \
+	 stats/msgs_withdrawn stats/msgs_refused stats/sends_refused \
 	 stats/chunks_zerocopy stats/msgs_unexpected stats/bytes_unexpected zerocopy_held; do
 	[ -r "$SYS/$f" ] || missing="$missing $f"
 done

@@ -6,7 +6,7 @@
  *   nz_limits RAIL ADDR PORT CTL [TEST...]
  *
  * TEST names the cases to run (create, lengths, buffers, memlock, destroy,
- * killed, race, raildel, quotas, dials, isolation, memcg; default all), to replay one against an older
+ * killed, race, raildel, quotas, isolation, memcg; default all), to replay one against an older
  * module.
  * RAIL is a TCP rail on the local address ADDR listening on PORT; CTL is
  * nezhactl.  Unreachable peers are addresses of the rail's /24 that no
@@ -753,80 +753,6 @@ static int drop_to_nobody(void)
 	       setresuid(65534, 65534, 65534) ? -1 : 0;
 }
 
-/*
- * 9b. Dials of one user do not hold every other user's (review finding).
- * User nobody creates 2 communicators of 1000 ranks whose 999 peers each
- * are addresses nobody has: 1998 dials, each holding a worker of the
- * shared dial queue (256) until ARP gives up.  Then root's 2-rank job on
- * this node's own address must come up within 2 s: before, its one dial
- * queued behind the 1998 (about 8 rounds of seconds).  The module defers
- * nobody's dials past max_user_dials (stats/dials_deferred).
- */
-#define DIAL_COMMS	2
-#define DIAL_SIZE	1000
-
-static void test_dials(void)
-{
-	long long deferred0 = stat_ll("dials_deferred");
-	struct nz_queue *q = qopen();
-	int pfd[2], status = 0, a = -1, b = -1, i, ret = -1;
-	struct stat st;
-	double t = -1;
-	pid_t pid = -1;
-	char c = 0;
-
-	if (!q || pipe(pfd) || stat("/dev/nezha", &st)) {
-		tap_ok(0, "dials: set-up");
-		goto out;
-	}
-	chmod("/dev/nezha", 0666);
-	pid = fork();
-	if (pid == 0) {
-		struct nz_queue *nq;
-		int n = 0;
-
-		close(pfd[0]);
-		if (drop_to_nobody())
-			_exit(100);
-		nq = qopen();
-		for (i = 0; nq && i < DIAL_COMMS; i++)
-			n += comm_create(nz_queue_fd(nq), DIAL_SIZE, DIAL_SIZE - 1, false,
-					 0x4c494d60 + i) > 0;
-		c = n == DIAL_COMMS ? 'y' : 'n';
-		if (write(pfd[1], &c, 1) != 1)
-			_exit(2);
-		pause();
-		_exit(0);
-	}
-	close(pfd[1]);
-	if (read(pfd[0], &c, 1) != 1 || c != 'y')
-		tap_diag("dials: nobody's communicators not set up (%c)", c ? c : '?');
-	close(pfd[0]);
-	chmod("/dev/nezha", st.st_mode & 07777);
-	usleep(200000);		/* nobody's dials are under way */
-	t = now_s();
-	a = comm_local(nz_queue_fd(q), 0x4c494d70, 0, 0x61, NULL);
-	b = comm_local(nz_queue_fd(q), 0x4c494d70, 1, 0x61, NULL);
-	ret = a > 0 && b > 0 ? comm_wait(nz_queue_fd(q), b, (uint32_t)(30000 * tscale)) : -1;
-	t = now_s() - t;
-	tap_ok(c == 'y' && ret == 0 && t < 2.0 * tscale,
-	       "dials: with %d of user nobody's under way, root's job comes up in %.2f s (< %.0f; %d)",
-	       DIAL_COMMS * (DIAL_SIZE - 1), t, 2.0 * tscale, ret);
-	tap_ok(stat_ll("dials_deferred") > deferred0,
-	       "dials: nobody's past max_user_dials deferred (%lld)",
-	       stat_ll("dials_deferred") - deferred0);
-out:
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
-	}
-	if (a > 0)
-		comm_destroy(nz_queue_fd(q), a);
-	if (b > 0)
-		comm_destroy(nz_queue_fd(q), b);
-	nz_queue_close(q);
-}
-
 #define ISO_JOB		0x150150150ULL	/* root's running job */
 #define SQUAT_JOB	0x5a5a0001ULL	/* the job somebody squats */
 
@@ -1191,8 +1117,6 @@ int main(int argc, char **argv)
 		test_rail_del();
 	if (want("quotas"))
 		test_quotas();
-	if (want("dials"))
-		test_dials();
 	if (want("isolation"))
 		test_isolation();
 	if (want("memcg"))
