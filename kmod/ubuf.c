@@ -129,20 +129,28 @@ static void nz_ubuf_fixed_seek(const struct nz_ubuf *b, u64 off,
  * truncating the file): io_uring refuses such memory for its registered
  * buffers, and so do we, for the pages we are to write.  Anonymous memory,
  * private mappings (the write pin breaks copy-on-write), shmem and
- * hugetlbfs are fine.  Under mmap_lock, which the pin then keeps held.
+ * hugetlbfs are fine.  A range with a hole or a VM_IO/VM_PFNMAP mapping
+ * in it is left to the pin, which fails it with -EFAULT as before.  Under
+ * mmap_lock, which the pin then keeps held.
  */
 static bool nz_ubuf_shared_file(struct mm_struct *mm, unsigned long start,
 				unsigned long end)
 {
 	struct vm_area_struct *vma;
 	struct vma_iterator vmi;
+	unsigned long next = start;
+	bool file = false;
 
 	vma_iter_init(&vmi, mm, start);
-	for_each_vma_range(vmi, vma, end)
+	for_each_vma_range(vmi, vma, end) {
+		if (vma->vm_start > next || (vma->vm_flags & (VM_IO | VM_PFNMAP)))
+			return false;
 		if (vma->vm_file && (vma->vm_flags & VM_SHARED) &&
 		    !(vma->vm_flags & VM_HUGETLB) && !shmem_file(vma->vm_file))
-			return true;
-	return false;
+			file = true;
+		next = vma->vm_end;
+	}
+	return file && next >= end;
 }
 
 /* Pin npages from start; -EOPNOTSUPP for pages a RECV may not write. */

@@ -1283,6 +1283,9 @@ static void gen_sqe(struct rng *r, uint64_t index)
 				/* ENOMEM: the pin is charged (RLIMIT_MEMLOCK) first */
 				e->mask = A(EFAULT) | A(EINVAL) | A(ENOMEM);
 			}
+			/* a RECV over memory not ours: maybe a shared file mapping */
+			if (op == NZ_CMD_RECV && acls != AC_GOOD)
+				e->mask |= A(EOPNOTSUPP);
 			e->len = x->len;
 			if (op == NZ_CMD_SEND && x->len > INT32_MAX)
 				e->mask &= ~A_OK;
