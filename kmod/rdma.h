@@ -158,8 +158,7 @@ struct nz_rdma_conn {
 	struct work_struct tx_work;
 	struct work_struct err_work;
 	struct work_struct destroy_work;	/* server, before attach */
-	struct delayed_work hs_work;	/* server: HELLO to attach */
-	unsigned int hs_waited;		/* ms hs_work waited for the comm */
+	struct work_struct hs_work;	/* server: HELLO to attach */
 	struct delayed_work hs_timer;	/* server handshake deadline */
 };
 

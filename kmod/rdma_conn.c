@@ -22,6 +22,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/module.h>
+#include <linux/delay.h>
 #include <linux/random.h>
 #include <linux/slab.h>
 #include <crypto/algapi.h>
@@ -31,7 +32,6 @@
 #define NZ_RDMA_CM_VERSION	1
 #define NZ_RDMA_RESOLVE_MS	2000
 #define NZ_RDMA_COMM_GRACE_MS	2000
-#define NZ_RDMA_COMM_POLL_MS	20
 #define NZ_RDMA_RETRIES		7
 
 /* The REP: the server's receive depth. */
@@ -202,25 +202,23 @@ static bool nz_rdma_hello_matches(const struct nz_rdma_cm_req *req,
 
 /*
  * The ranks of a job create their communicators at about the same time: a
- * client may knock before ours exists.  Its HELLO waits for it up to
- * NZ_RDMA_COMM_GRACE_MS, looked for again every NZ_RDMA_COMM_POLL_MS by
- * hs_work re-armed, not asleep in it: the RDMA queue's workers also run
- * every connection's traffic, and 64 handshakes a rail from hosts that
- * have proved nothing, each asleep in one for 2 s, held all of them with
- * four rails.  ERR_PTR(-EAGAIN): look again later.
+ * client may knock before ours exists.  Give it NZ_RDMA_COMM_GRACE_MS.
  */
-static struct nz_comm *nz_rdma_find_comm(struct nz_rdma_conn *rc,
+static struct nz_comm *nz_rdma_wait_comm(struct nz_rdma_conn *rc,
 					 const struct nz_frame_hello *h,
 					 struct nz_conn **connp, u32 *reason)
 {
+	struct nz_rail *rail = rc->rr->rail;
 	struct nz_comm *comm;
+	int waited;
 
-	comm = nz_comm_find_hello(rc->rr->rail, h, rc->nonce_s, connp, reason);
-	if (comm || *reason != NZ_CLOSE_IDENTITY ||
-	    rc->hs_waited >= NZ_RDMA_COMM_GRACE_MS || READ_ONCE(rc->closing))
-		return comm;
-	rc->hs_waited += NZ_RDMA_COMM_POLL_MS;
-	return ERR_PTR(-EAGAIN);
+	for (waited = 0; ; waited += 20) {
+		comm = nz_comm_find_hello(rail, h, rc->nonce_s, connp, reason);
+		if (comm || *reason != NZ_CLOSE_IDENTITY ||
+		    waited >= NZ_RDMA_COMM_GRACE_MS || READ_ONCE(rc->closing))
+			return comm;
+		msleep(20);
+	}
 }
 
 /* Server: the client's HELLO.  Welcome it, or refuse it. */
@@ -241,12 +239,7 @@ static int nz_rdma_server_hello(struct nz_rdma_conn *rc,
 	if (!nz_rdma_hello_matches(&rc->req, h) ||
 	    READ_ONCE(rail->dead) || READ_ONCE(rail->admin_down))
 		goto refuse;
-	comm = nz_rdma_find_comm(rc, h, &conn, &reason);
-	if (comm == ERR_PTR(-EAGAIN)) {
-		queue_delayed_work(nz_rdma_wq, &rc->hs_work,
-				   msecs_to_jiffies(NZ_RDMA_COMM_POLL_MS));
-		return 0;
-	}
+	comm = nz_rdma_wait_comm(rc, h, &conn, &reason);
 	if (!comm)
 		goto refuse;
 
@@ -273,8 +266,8 @@ refuse:
  */
 void nz_rdma_hs_work(struct work_struct *work)
 {
-	struct nz_rdma_conn *rc = container_of(to_delayed_work(work),
-					       struct nz_rdma_conn, hs_work);
+	struct nz_rdma_conn *rc = container_of(work, struct nz_rdma_conn,
+					       hs_work);
 	int ret = nz_rdma_server_hello(rc, &rc->hs_frame);
 
 	if (ret)

@@ -424,7 +424,7 @@ void nz_rdma_teardown(struct nz_rdma_conn *rc, bool bye, bool in_destroy)
 	if (server_hs) {
 		if (!in_destroy)
 			cancel_work_sync(&rc->destroy_work);
-		cancel_delayed_work_sync(&rc->hs_work);
+		cancel_work_sync(&rc->hs_work);
 	}
 	cancel_work_sync(&rc->rx_work);
 	cancel_work_sync(&rc->tx_work);
@@ -480,7 +480,7 @@ struct nz_rdma_conn *nz_rdma_conn_alloc(bool client)
 	INIT_WORK(&rc->tx_work, nz_rdma_tx_work);
 	INIT_WORK(&rc->err_work, nz_rdma_err_work);
 	INIT_WORK(&rc->destroy_work, nz_rdma_destroy_work);
-	INIT_DELAYED_WORK(&rc->hs_work, nz_rdma_hs_work);
+	INIT_WORK(&rc->hs_work, nz_rdma_hs_work);
 	INIT_DELAYED_WORK(&rc->hs_timer, nz_rdma_hs_expired);
 	return rc;
 }

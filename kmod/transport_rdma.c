@@ -434,7 +434,7 @@ static int nz_rdma_server_frame(struct nz_rdma_conn *rc,
 {
 	rc->hs_frame = *f;
 	WRITE_ONCE(rc->rx_hold, true);
-	queue_delayed_work(nz_rdma_wq, &rc->hs_work, 0);
+	queue_work(nz_rdma_wq, &rc->hs_work);
 	return 0;
 }
 

@@ -13,7 +13,6 @@
  *   to be (SRC) and the target's (DST).  Links kmod/wire.c.
  */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -285,101 +284,6 @@ static void strangers_budget(void)
 			peer_free(p[i]);
 }
 
-/* How many tasks' kernel stacks show fn right now (root reads them). */
-static int tasks_in(const char *fn)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	char path[300], buf[4096];
-	int n = 0;
-
-	while (d && (de = readdir(d))) {
-		FILE *f;
-		size_t len;
-
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stack", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		len = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-		buf[len] = 0;
-		n += strstr(buf, fn) != NULL;
-	}
-	if (d)
-		closedir(d);
-	return d ? n : -1;
-}
-
-/* A HELLO as rank src of the current job, without its secret. */
-static int send_hello(struct peer *p, uint32_t hello_unit)
-{
-	struct nz_frame f;
-
-	nz_frame_init(&f, NZ_FRAME_HELLO);
-	f.hello.incarnation = 1;
-	f.hello.job_id = job;
-	f.hello.src_rank = src;
-	f.hello.dst_rank = dst;
-	f.hello.rail = slot;
-	f.hello.nrails = nrails;
-	f.hello.unit = hello_unit;
-	memset(f.hello.nonce_c, 0x5a, sizeof(f.hello.nonce_c));
-	memset(f.hello.mac, 0xa5, sizeof(f.hello.mac));	/* no secret */
-	return send_frame(p, &f);
-}
-
-/*
- * Strangers whose HELLO names a job this host does not have: the server
- * waits up to 2 s for its communicator (a rank may knock before ours
- * exists).  It waited asleep in a worker of the RDMA queue, which every
- * connection's traffic shares: 64 handshakes a rail, four rails, and no
- * job's RDMA work could run.  Now the wait is a timer: while 4 wait, no
- * task is in nz_rdma_hs_work (the least of 3 looks, 50 ms apart).
- */
-static void strangers_wait(void)
-{
-	enum { N = 4 };
-	uint64_t real = job;
-	struct peer *p[N] = { 0 };
-	struct event e = { 0 };
-	uint8_t req[REQ_LEN];
-	struct nz_frame f;
-	int i, k, n = 0, busy = -1, refused = 0;
-
-	job = real ^ 0x3c3c3c3c00000000ULL;
-	make_req(req, 4096);
-	for (i = 0; i < N; i++) {
-		p[i] = peer_connect(req, sizeof(req), &e);
-		if (p[i] && e.type == RDMA_CM_EVENT_ESTABLISHED &&
-		    !recv_frame(p[i], &f) && f.type == NZ_FRAME_CHALLENGE &&
-		    !send_hello(p[i], 4096))
-			n++;
-	}
-	usleep(300 * 1000);	/* well inside the 2 s they wait */
-	for (k = 0; k < 3; k++) {
-		int b = tasks_in("nz_rdma_hs_work");
-
-		busy = k == 0 || b < busy ? b : busy;
-		usleep(50 * 1000);
-	}
-	for (i = 0; i < N; i++)
-		if (p[i] && !recv_frame(p[i], &f) && f.type == NZ_FRAME_CLOSE &&
-		    f.close.reason == NZ_CLOSE_IDENTITY)
-			refused++;
-	job = real;
-	tap_ok(n == N && busy == 0,
-	       "%d strangers' HELLOs wait for a communicator: %d workers held by them (0)",
-	       n, busy);
-	tap_ok(refused == N, "and each is refused (identity) once the grace is over (%d of %d)",
-	       refused, N);
-	for (i = 0; i < N; i++)
-		if (p[i])
-			peer_free(p[i]);
-}
-
 /* Through the CM, then a HELLO the server must refuse with reason. */
 static void expect_close(const char *what, uint32_t hello_unit,
 			 uint32_t reason)
@@ -405,7 +309,17 @@ static void expect_close(const char *what, uint32_t hello_unit,
 		peer_free(p);
 		return;
 	}
-	ret = send_hello(p, hello_unit);
+	nz_frame_init(&f, NZ_FRAME_HELLO);
+	f.hello.incarnation = 1;
+	f.hello.job_id = job;
+	f.hello.src_rank = src;
+	f.hello.dst_rank = dst;
+	f.hello.rail = slot;
+	f.hello.nrails = nrails;
+	f.hello.unit = hello_unit;
+	memset(f.hello.nonce_c, 0x5a, sizeof(f.hello.nonce_c));
+	memset(f.hello.mac, 0xa5, sizeof(f.hello.mac));	/* no secret */
+	ret = send_frame(p, &f);
 	if (!ret)
 		ret = recv_frame(p, &f);
 	tap_ok(!ret && f.type == NZ_FRAME_CLOSE && f.close.reason == reason,
@@ -451,7 +365,6 @@ int main(int argc, char **argv)
 	expect_close("HELLO without the job's secret", unit, NZ_CLOSE_AUTH);
 	expect_close("HELLO that contradicts the connect request", unit * 2,
 		     NZ_CLOSE_IDENTITY);
-	strangers_wait();
 	tap_plan(tap_n);
 	return tap_exit();
 }
