@@ -149,6 +149,20 @@ static void test_big(struct nz_comm *c)
 	       ok ? "ok" : strerror(-err));
 }
 
+/*
+ * The receiver of the late-receive test: wait until a message has arrived
+ * before its receive (the module's count of them passed um0), 10 s at
+ * most (times the kernel's slowness), then 1.5 s more for the others.
+ */
+static void await_unexpected(long long um0)
+{
+	double end = now_s() + 10 * nz_time_scale();
+
+	while (nz_dev_stat("stats/msgs_unexpected") <= um0 && now_s() < end)
+		usleep(20 * 1000);
+	usleep(1500 * 1000);
+}
+
 /* Many messages in flight at once, several on the same tag. */
 static void test_inflight(struct nz_comm *c, bool late_recv)
 {
@@ -164,10 +178,13 @@ static void test_inflight(struct nz_comm *c, bool late_recv)
 
 	/*
 	 * The late receives must come after the messages: the sender says
-	 * "go" right before it sends them, and the receiver's 1.5 s start
-	 * from that.  Without it a sender still waiting for the last ACKs of
-	 * the test before was more than 1.5 s behind once (CI, 2026-12-07):
-	 * every receive was posted first, and none was unexpected.
+	 * "go" right before it sends them, and the receiver posts its
+	 * receives once the first of them has arrived unexpected (at most
+	 * 10 s), then 1.5 s later.  Timed from its own start, a sender still
+	 * waiting for the last ACKs of the test before was more than 1.5 s
+	 * behind once (CI, 2026-12-07); timed from "go", whose send waits
+	 * for its ACK, again (CI, the same night): every receive was posted
+	 * first, and none was unexpected.
 	 */
 	if (late_recv) {
 		ret = rank == 0 ? nz_send(c, &go, 1, peer, 6006) :
@@ -189,7 +206,7 @@ static void test_inflight(struct nz_comm *c, bool late_recv)
 			ret = nz_isend(c, buf[i], len, peer, i % 6, &req[i]);
 		} else {
 			if (late_recv && i == 0)
-				usleep(1500 * 1000);
+				await_unexpected(um0);
 			ret = nz_irecv(c, buf[i], len, peer, i % 6, &req[i]);
 		}
 		if (ret) {
